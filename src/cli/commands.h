@@ -1,0 +1,29 @@
+// The walrelay subcommands, each returning the process exit code (see docs/operations.md).
+#pragma once
+
+#include <string>
+
+#include "common/status.h"
+
+namespace walrelay {
+
+// Exit codes, one per failure class so supervisors and scripts can tell them apart.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitInternal = 1,
+  kExitConfig = 2,
+  kExitConnection = 3,
+  kExitSetup = 4,
+  kExitKafka = 5,
+  kExitTransform = 6,
+  kExitDecode = 7,
+};
+
+int ExitCodeFor(const Status& status);
+
+int RunRelayCommand(const std::string& config_path);
+int ValidateCommand(const std::string& config_path);
+int DevKafkaCommand(int brokers);
+int DemoCommand(int events);
+
+}  // namespace walrelay

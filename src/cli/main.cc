@@ -1,0 +1,105 @@
+// walrelay: PostgreSQL outbox (wal2json) -> Kafka relay. Command-line entry point.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio.hpp>
+#include <csignal>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/connector_config.h"
+#include "config/relay_settings.h"
+#include "relay/relay.h"
+
+namespace walrelay {
+
+int ExitCodeFor(const Status& status) {
+  switch (status.code()) {
+    case ErrorCode::kOk: return kExitOk;
+    case ErrorCode::kConfig: return kExitConfig;
+    case ErrorCode::kConnection: return kExitConnection;
+    case ErrorCode::kPrecondition: return kExitSetup;
+    case ErrorCode::kKafka: return kExitKafka;
+    case ErrorCode::kTransform: return kExitTransform;
+    case ErrorCode::kDecode:
+    case ErrorCode::kProtocol: return kExitDecode;
+    case ErrorCode::kInternal: return kExitInternal;
+  }
+  return kExitInternal;
+}
+
+int RunRelayCommand(const std::string& config_path) {
+  auto config = LoadConnectorConfig(config_path);
+  if (!config.ok()) {
+    spdlog::error("{}", config.status().ToString());
+    return ExitCodeFor(config.status());
+  }
+  auto settings = ParseRelaySettings(*config);
+  if (!settings.ok()) {
+    spdlog::error("{}", settings.status().ToString());
+    return ExitCodeFor(settings.status());
+  }
+  boost::asio::io_context io(1);
+  Relay relay(std::move(settings).value(), io);
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    spdlog::info("received {}", signo == SIGINT ? "SIGINT" : "SIGTERM");
+    relay.RequestStop();
+  });
+  const Status status = relay.Run();
+  if (!status.ok()) return ExitCodeFor(status);
+  return kExitOk;
+}
+
+}  // namespace walrelay
+
+int main(int argc, char** argv) {
+  using namespace walrelay;
+  auto logger = spdlog::stderr_color_mt("walrelay");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+
+  CLI::App app{"walrelay: relays a PostgreSQL outbox table (wal2json logical replication) to "
+               "Kafka, Debezium-compatible, confirming WAL only after Kafka acknowledged it."};
+  app.set_version_flag("--version", std::string("walrelay ") + WALRELAY_VERSION);
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+
+  std::string config_path;
+  auto* run = app.add_subcommand("run", "Run the relay with a Kafka Connect style connector config");
+  run->add_option("-c,--config", config_path, "connector config (JSON)")->required()
+      ->check(CLI::ExistingFile);
+  auto* validate = app.add_subcommand(
+      "validate", "Check a config, connect, and report wal_level, the slot and the tables");
+  validate->add_option("-c,--config", config_path, "connector config (JSON)")->required()
+      ->check(CLI::ExistingFile);
+  int brokers = 1;
+  auto* dev_kafka = app.add_subcommand(
+      "dev-kafka",
+      "FOR DEMOS AND TESTS ONLY: run librdkafka's in-process mock Kafka cluster (not a real "
+      "broker, nothing is persisted) on loopback; prints bootstrap.servers=... first, runs until "
+      "SIGINT/SIGTERM");
+  dev_kafka->add_option("--brokers", brokers, "number of mock brokers")->check(CLI::Range(1, 9))
+      ->capture_default_str();
+  int events = 6;
+  auto* demo = app.add_subcommand(
+      "demo",
+      "Start a throwaway PostgreSQL and a mock Kafka cluster, relay sample outbox events and "
+      "print them as a consumer sees them, then clean up");
+  demo->add_option("--events", events, "sample events to insert")->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  if (*run) return RunRelayCommand(config_path);
+  if (*validate) return ValidateCommand(config_path);
+  if (*dev_kafka) return DevKafkaCommand(brokers);
+  if (*demo) return DemoCommand(events);
+  return kExitInternal;
+}

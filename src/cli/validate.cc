@@ -1,0 +1,79 @@
+// `walrelay validate`: the checks `run` does before streaming, reported line by line.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "config/connector_config.h"
+#include "config/relay_settings.h"
+#include "kafka/producer.h"
+#include "pg/preflight.h"
+#include "transform/chain.h"
+
+namespace walrelay {
+namespace {
+
+void Line(const char* label, const std::string& value) {
+  std::printf("%-22s %s\n", label, value.c_str());
+}
+
+int Problem(const Status& status) {
+  std::printf("PROBLEM: %s\n", status.ToString().c_str());
+  std::fflush(stdout);
+  return ExitCodeFor(status);
+}
+
+}  // namespace
+
+int ValidateCommand(const std::string& config_path) {
+  auto config = LoadConnectorConfig(config_path);
+  if (!config.ok()) return Problem(config.status());
+  auto settings = ParseRelaySettings(*config);
+  if (!settings.ok()) return Problem(settings.status());
+  auto chain = TransformChain::Build(settings->properties);
+  if (!chain.ok()) return Problem(chain.status());
+  Line("connector:", config->name);
+  Line("transforms:", std::to_string(chain->size()));
+  for (const auto& key : settings->properties.UnreadKeys()) Line("unknown key:", key + " (ignored)");
+
+  auto conn = ReplicationConnection::Connect(*settings);
+  if (!conn.ok()) return Problem(conn.status());
+  PreflightReport report;
+  const Status preflight = RunPreflight(*conn, *settings, report);
+  if (report.server.server_version) {
+    Line("server version:", std::to_string(report.server.server_version));
+    Line("wal_level:", report.server.wal_level);
+    Line("replication role:", report.server.can_replicate ? "yes" : "no");
+    Line("current WAL LSN:", report.server.current_wal.ToString());
+  }
+  for (const auto& t : settings->table_include) {
+    bool missing = false;
+    for (const auto& m : report.missing_tables) missing |= m == t;
+    Line("table:", t + (missing ? " (NOT FOUND)" : " (found)"));
+  }
+  const SlotInfo& slot = report.slot;
+  if (!slot.exists) {
+    Line("slot:", settings->slot_name + " (does not exist; `run` creates it with wal2json)");
+  } else {
+    Line("slot:", settings->slot_name);
+    Line("  plugin:", slot.plugin);
+    Line("  database:", slot.database);
+    Line("  active:", slot.active ? "yes (pid " + std::to_string(slot.active_pid.value_or(0)) + ")"
+                                  : "no");
+    Line("  confirmed LSN:", slot.confirmed_flush.ToString());
+    Line("  wal_status:", slot.wal_status);
+  }
+  if (!preflight.ok()) return Problem(preflight);
+
+  // The producer's config is checked locally; then one bounded metadata request tells whether
+  // the brokers answer.
+  auto producer = KafkaProducer::Create(settings->kafka, [](const DeliveryReport&) {});
+  if (!producer.ok()) return Problem(producer.status());
+  auto reachable = (*producer)->CheckBrokers(5000);
+  if (!reachable.ok()) return Problem(reachable.status());
+  Line("kafka:", *reachable);
+  std::printf("OK\n");
+  return kExitOk;
+}
+
+}  // namespace walrelay

@@ -1,0 +1,34 @@
+// Loading a Kafka Connect connector config: `{"name": "...", "config": {...}}` as a Debezium
+// user would POST it, or a flat object of the same keys.
+//
+// Values are strings (JSON numbers and booleans are accepted and kept as their text).
+// `${env:NAME}` and `${file:PATH}` anywhere in a value are replaced by the environment
+// variable or the whole file (trailing newline trimmed), so secrets stay out of the file.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "config/properties.h"
+
+namespace walrelay {
+
+struct ConnectorConfig {
+  std::string name;  // "name" of the wrapper, or the `name` key of a flat config
+  Properties properties;
+};
+
+Result<ConnectorConfig> ParseConnectorConfig(std::string_view json, const std::string& origin);
+Result<ConnectorConfig> LoadConnectorConfig(const std::string& path);
+
+// Replaces ${env:NAME} and ${file:PATH} in `value`; errors name `key`, never the value.
+Result<std::string> SubstituteConfigValue(const std::string& key, const std::string& value);
+
+// True for keys whose values are secrets (passwords, SASL credentials, key passwords).
+bool IsSecretKey(std::string_view key);
+// The value as it may be shown to a person: secrets become "[hidden]".
+std::string DisplayValue(std::string_view key, const std::string& value);
+
+}  // namespace walrelay

@@ -1,0 +1,149 @@
+#include "config/relay_settings.h"
+
+#include <spdlog/spdlog.h>
+
+namespace walrelay {
+namespace {
+
+constexpr const char* kAcceptedWithoutEffect[] = {
+    "connector.class", "tasks.max", "snapshot.mode", "publication.name",
+    "publication.autocreate.mode", "key.converter", "value.converter", "header.converter",
+    "key.converter.schemas.enable", "value.converter.schemas.enable", "tombstones.on.delete",
+    "time.precision.mode", "decimal.handling.mode", "binary.handling.mode", "max.batch.size",
+    "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
+    "schema.include.list", "include.schema.changes", "database.server.name", "database.tcpKeepAlive",
+    "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms",
+};
+
+bool IsPlainTableName(const std::string& s) {
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$')) return false;
+  }
+  return std::count(s.begin(), s.end(), '.') == 1;
+}
+
+}  // namespace
+
+bool IsAcceptedWithoutEffect(const std::string& key) {
+  for (const char* k : kAcceptedWithoutEffect)
+    if (key == k) return true;
+  return false;
+}
+
+bool RelaySettings::IncludesTable(const std::string& qualified_table) const {
+  for (const auto& re : table_include_regex)
+    if (std::regex_match(qualified_table, re)) return true;
+  return false;
+}
+
+std::string RelaySettings::Wal2JsonAddTables() const {
+  std::string out;
+  for (const auto& t : table_include) {
+    if (!IsPlainTableName(t)) return "";
+    if (!out.empty()) out += ',';
+    out += t;
+  }
+  return out;
+}
+
+Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
+  const Properties& p = config.properties;
+  RelaySettings s;
+  s.name = config.name;
+  s.properties = p;
+
+  if (auto cls = p.Get("connector.class");
+      cls && *cls != "io.debezium.connector.postgresql.PostgresConnector") {
+    return Status::Config("'connector.class' is " + *cls +
+                          "; walrelay replaces io.debezium.connector.postgresql.PostgresConnector");
+  }
+
+  auto host = p.GetRequired("database.hostname");
+  if (!host.ok()) return host.status();
+  auto port = p.GetInt("database.port", 5432, 1, 65535);
+  if (!port.ok()) return port.status();
+  auto user = p.GetRequired("database.user");
+  if (!user.ok()) return user.status();
+  auto dbname = p.GetRequired("database.dbname");
+  if (!dbname.ok()) return dbname.status();
+  s.dbname = *dbname;
+  auto sslmode = p.GetEnum("database.sslmode", "prefer",
+                           {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"});
+  if (!sslmode.ok()) return sslmode.status();
+  s.pg_params = {{"host", *host}, {"port", std::to_string(*port)}, {"user", *user},
+                 {"dbname", *dbname}, {"sslmode", *sslmode}};
+  if (auto pw = p.Get("database.password")) s.pg_params.emplace_back("password", *pw);
+  for (const auto& [key, libpq] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"database.sslcert", "sslcert"},
+           {"database.sslkey", "sslkey"},
+           {"database.sslpassword", "sslpassword"},
+           {"database.sslrootcert", "sslrootcert"},
+           {"database.sslcrl", "sslcrl"}}) {
+    if (auto v = p.Get(key)) s.pg_params.emplace_back(libpq, *v);
+  }
+  auto connect_timeout = p.GetInt("database.connect.timeout.ms", 10000, 1000, 3600000);
+  if (!connect_timeout.ok()) return connect_timeout.status();
+  s.pg_params.emplace_back("connect_timeout", std::to_string((*connect_timeout + 999) / 1000));
+  s.pg_params.emplace_back("application_name", "walrelay");
+
+  s.slot_name = p.GetString("slot.name", "debezium");
+  if (s.slot_name.empty() || s.slot_name.size() > 63 ||
+      s.slot_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos) {
+    return Status::Config("'slot.name' must be 1-63 lower-case letters, digits or '_', got '" +
+                          s.slot_name + "'");
+  }
+  auto plugin = p.GetString("plugin.name", "wal2json");
+  if (plugin != "wal2json") {
+    return Status::Config("'plugin.name' is '" + plugin +
+                          "'; walrelay decodes wal2json only (set plugin.name=wal2json and use a "
+                          "wal2json slot)");
+  }
+  auto drop = p.GetBool("slot.drop.on.stop", false);
+  if (!drop.ok()) return drop.status();
+  s.slot_drop_on_stop = *drop;
+
+  s.table_include = p.GetList("table.include.list", {"public.outbox"});
+  if (s.table_include.empty()) return Status::Config("'table.include.list' must name at least one table");
+  for (const auto& t : s.table_include) {
+    try {
+      s.table_include_regex.emplace_back(t, std::regex::ECMAScript | std::regex::optimize);
+    } catch (const std::regex_error& e) {
+      return Status::Config("'table.include.list' entry '" + t + "' is not a valid regex: " + e.what());
+    }
+  }
+  auto prefix = p.GetRequired("topic.prefix");
+  if (!prefix.ok()) return prefix.status();
+  s.topic_prefix = *prefix;
+
+  auto status_ms = p.GetInt("status.update.interval.ms", 10000, 1, 3600000);
+  if (!status_ms.ok()) return status_ms.status();
+  s.status_update_interval_ms = *status_ms;
+  auto queue = p.GetInt("max.queue.size", 8192, 1, 10000000);
+  if (!queue.ok()) return queue.status();
+  s.max_queue_size = *queue;
+  auto queue_bytes = p.GetInt("max.queue.size.in.bytes", 0, 0, INT64_MAX);
+  if (!queue_bytes.ok()) return queue_bytes.status();
+  s.max_queue_size_bytes = *queue_bytes;
+  auto shutdown = p.GetInt("shutdown.timeout.ms", 30000, 0, 3600000);
+  if (!shutdown.ok()) return shutdown.status();
+  s.shutdown_timeout_ms = *shutdown;
+
+  // Defaults chosen so records survive broker failover and land where Java producers put them.
+  s.kafka = {{"enable.idempotence", "true"},
+             {"acks", "all"},
+             {"partitioner", "murmur2_random"}};
+  for (const auto& [key, value] : p.values()) {
+    if (key.rfind("kafka.", 0) == 0) {
+      p.MarkRead(key);
+      s.kafka[key.substr(6)] = value;
+    }
+  }
+  if (!s.kafka.count("bootstrap.servers")) {
+    return Status::Config("missing required key 'kafka.bootstrap.servers'");
+  }
+  for (const auto& [key, _] : p.values())
+    if (IsAcceptedWithoutEffect(key)) p.MarkRead(key);
+  return s;
+}
+
+}  // namespace walrelay

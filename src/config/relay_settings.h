@@ -1,0 +1,50 @@
+// RelaySettings: the typed, validated configuration of one relay, read from a connector
+// config with Debezium's key names and defaults (docs/configuration.md lists them all).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <regex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "config/connector_config.h"
+
+namespace walrelay {
+
+struct RelaySettings {
+  std::string name;
+
+  // PostgreSQL, as libpq keywords -> values (host, port, user, password, dbname, ssl*).
+  std::vector<std::pair<std::string, std::string>> pg_params;
+  std::string dbname;
+  std::string slot_name;
+  std::vector<std::string> table_include;  // anchored regexes over "schema.table"
+  std::vector<std::regex> table_include_regex;
+  std::string topic_prefix;
+  int64_t status_update_interval_ms = 10000;
+  int64_t max_queue_size = 8192;
+  int64_t max_queue_size_bytes = 0;  // 0 = no byte limit
+  int64_t shutdown_timeout_ms = 30000;
+  bool slot_drop_on_stop = false;
+
+  // librdkafka properties (the `kafka.` keys without the prefix, plus walrelay's defaults).
+  std::map<std::string, std::string> kafka;
+
+  // The whole config, for the transform chain and unknown-key warnings.
+  Properties properties;
+
+  bool IncludesTable(const std::string& qualified_table) const;
+  // wal2json's add-tables value when every include entry is a plain name, else "".
+  std::string Wal2JsonAddTables() const;
+};
+
+Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config);
+
+// Debezium connector keys walrelay accepts but that change nothing here (see
+// docs/configuration.md); they are not reported as unknown.
+bool IsAcceptedWithoutEffect(const std::string& key);
+
+}  // namespace walrelay

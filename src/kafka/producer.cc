@@ -1,0 +1,170 @@
+#include "kafka/producer.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include "config/connector_config.h"
+
+namespace walrelay {
+namespace {
+
+struct ConfDeleter {
+  void operator()(rd_kafka_conf_t* c) const { rd_kafka_conf_destroy(c); }
+};
+struct HeadersDeleter {
+  void operator()(rd_kafka_headers_t* h) const { rd_kafka_headers_destroy(h); }
+};
+
+std::string Printable(const void* data, size_t len) {
+  if (!data) return "(null)";
+  std::string s(static_cast<const char*>(data), std::min<size_t>(len, 100));
+  for (auto& c : s)
+    if (static_cast<unsigned char>(c) < 0x20) c = '?';
+  return len > 100 ? s + "..." : s;
+}
+
+void LogFromLibrdkafka(const rd_kafka_t*, int level, const char* facility, const char* message) {
+  // librdkafka's messages never include configured secrets; log them at a matching level.
+  if (level <= 3) {
+    spdlog::error("kafka: {} {}", facility, message);
+  } else if (level <= 4) {
+    spdlog::warn("kafka: {} {}", facility, message);
+  } else {
+    spdlog::debug("kafka: {} {}", facility, message);
+  }
+}
+
+}  // namespace
+
+std::string DescribeRecord(const Record& record) {
+  std::string out;
+  if (const Header* id = record.FindHeader("id"); id && id->value) out = "event id " + *id->value + " ";
+  out += "(topic '" + record.topic + "', key " +
+         (record.key ? "'" + Printable(record.key->data(), record.key->size()) + "'" : "null") + ")";
+  return out;
+}
+
+Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
+    const std::map<std::string, std::string>& properties, DeliveryHandler handler) {
+  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
+  char errstr[512];
+  for (const auto& [key, value] : properties) {
+    if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), errstr, sizeof errstr) !=
+        RD_KAFKA_CONF_OK) {
+      // errstr may echo the value; never show it for secrets.
+      return Status::Config("'kafka." + key + "' = " + DisplayValue(key, value) + ": " +
+                            (IsSecretKey(key) ? std::string("invalid value") : std::string(errstr)));
+    }
+  }
+  std::unique_ptr<KafkaProducer> producer(new KafkaProducer());
+  producer->handler_ = std::move(handler);
+  rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaProducer::OnDelivery);
+  rd_kafka_conf_set_log_cb(conf.get(), &LogFromLibrdkafka);
+  rd_kafka_conf_set_opaque(conf.get(), producer.get());
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
+  if (!rk) return Status::Config(std::string("cannot create the Kafka producer: ") + errstr);
+  conf.release();  // rd_kafka_new took ownership
+  producer->rk_.reset(rk);
+  producer->main_queue_.reset(rd_kafka_queue_get_main(rk));
+
+  int fds[2];
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return Status::Internal("cannot create a pipe");
+  producer->event_read_fd_ = fds[0];
+  producer->event_write_fd_ = fds[1];
+  rd_kafka_queue_io_event_enable(producer->main_queue_.get(), fds[1], "1", 1);
+  return producer;
+}
+
+KafkaProducer::~KafkaProducer() {
+  if (main_queue_) rd_kafka_queue_io_event_enable(main_queue_.get(), -1, nullptr, 0);
+  main_queue_.reset();
+  rk_.reset();
+  if (event_read_fd_ >= 0) close(event_read_fd_);
+  if (event_write_fd_ >= 0) close(event_write_fd_);
+}
+
+Status KafkaProducer::Produce(const Record& record, uint64_t ticket) {
+  std::unique_ptr<rd_kafka_headers_t, HeadersDeleter> headers;
+  if (!record.headers.empty()) {
+    headers.reset(rd_kafka_headers_new(record.headers.size()));
+    for (const auto& h : record.headers) {
+      rd_kafka_header_add(headers.get(), h.key.data(), static_cast<ssize_t>(h.key.size()),
+                          h.value ? h.value->data() : nullptr,
+                          h.value ? static_cast<ssize_t>(h.value->size()) : 0);
+    }
+  }
+  const void* key_data = record.key ? record.key->data() : nullptr;
+  const size_t key_size = record.key ? record.key->size() : 0;
+  void* value_data = record.value ? const_cast<char*>(record.value->data()) : nullptr;
+  const size_t value_size = record.value ? record.value->size() : 0;
+  const int32_t partition = record.partition == kAnyPartition ? RD_KAFKA_PARTITION_UA : record.partition;
+  void* opaque = reinterpret_cast<void*>(static_cast<uintptr_t>(ticket));
+  while (true) {
+    const rd_kafka_resp_err_t err = rd_kafka_producev(
+        rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()),
+        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
+        RD_KAFKA_V_TIMESTAMP(record.timestamp_ms), RD_KAFKA_V_HEADERS(headers.get()),
+        RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      headers.release();  // librdkafka owns them now
+      return Status::Ok();
+    }
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      // The relay bounds in-flight records below librdkafka's queue; if a user shrank the
+      // queue further, wait for room rather than fail the record.
+      rd_kafka_poll(rk_.get(), 100);
+      continue;
+    }
+    return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + rd_kafka_err2str(err));
+  }
+}
+
+void KafkaProducer::OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+  auto* self = static_cast<KafkaProducer*>(opaque);
+  DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {}};
+  if (m->err) {
+    std::string id;
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const void* v = nullptr;
+      size_t len = 0;
+      if (rd_kafka_header_get_last(hdrs, "id", &v, &len) == RD_KAFKA_RESP_ERR_NO_ERROR && v)
+        id = "event id " + Printable(v, len) + " ";
+    }
+    report.description = id + "(topic '" + rd_kafka_topic_name(m->rkt) + "', partition " +
+                         std::to_string(m->partition) + ", key " +
+                         (m->key ? "'" + Printable(m->key, m->key_len) + "'" : "null") + ")";
+  }
+  self->handler_(report);
+}
+
+int KafkaProducer::Poll() { return rd_kafka_poll(rk_.get(), 0); }
+
+void KafkaProducer::ClearEvent() {
+  char buf[64];
+  while (read(event_read_fd_, buf, sizeof buf) > 0) {
+  }
+}
+
+int KafkaProducer::OutstandingMessages() const { return rd_kafka_outq_len(rk_.get()); }
+
+Result<std::string> KafkaProducer::CheckBrokers(int timeout_ms) {
+  const rd_kafka_metadata_t* md = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk_.get(), 0, nullptr, &md, timeout_ms);
+  if (err) {
+    return Status::Kafka(std::string("no answer from the brokers in 'kafka.bootstrap.servers' within ") +
+                         std::to_string(timeout_ms) + " ms: " + rd_kafka_err2str(err));
+  }
+  std::string out = std::to_string(md->broker_cnt) + " broker(s) reachable";
+  rd_kafka_metadata_destroy(md);
+  return out;
+}
+
+void KafkaProducer::PurgeAll() {
+  rd_kafka_purge(rk_.get(), RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+  rd_kafka_poll(rk_.get(), 0);
+}
+
+}  // namespace walrelay

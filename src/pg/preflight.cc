@@ -1,0 +1,53 @@
+#include "pg/preflight.h"
+
+namespace walrelay {
+
+Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
+                    PreflightReport& report) {
+  auto server = conn.InspectServer();
+  if (!server.ok()) return server.status();
+  report.server = *server;
+  auto missing = conn.MissingTables(settings.table_include);
+  if (!missing.ok()) return missing.status();
+  report.missing_tables = *missing;
+  auto slot = conn.InspectSlot(settings.slot_name);
+  if (!slot.ok()) return slot.status();
+  report.slot = *slot;
+
+  if (server->wal_level != "logical") {
+    return Status::Precondition("wal_level is '" + server->wal_level +
+                                "'; logical decoding needs wal_level=logical in postgresql.conf "
+                                "(then restart PostgreSQL)");
+  }
+  if (!server->can_replicate) {
+    return Status::Precondition("the user in 'database.user' lacks the REPLICATION privilege; "
+                                "run ALTER ROLE <user> WITH REPLICATION");
+  }
+  if (!missing->empty()) {
+    return Status::Precondition("table " + missing->front() +
+                                " (from 'table.include.list') does not exist in database '" +
+                                settings.dbname + "'; create it (see docs/outbox.sql) or fix the key");
+  }
+  if (!slot->exists) return Status::Ok();
+  const std::string name = "replication slot '" + settings.slot_name + "'";
+  if (slot->plugin != "wal2json") {
+    return Status::Precondition(name + " uses plugin '" + slot->plugin +
+                                "', not wal2json; drop it or set 'slot.name' to another slot");
+  }
+  if (slot->database != settings.dbname) {
+    return Status::Precondition(name + " belongs to database '" + slot->database + "', not '" +
+                                settings.dbname + "'");
+  }
+  if (slot->wal_status == "lost") {
+    return Status::Precondition(name + " was invalidated (wal_status lost): the WAL it needed is "
+                                "gone. Drop and recreate it; changes after its confirmed LSN " +
+                                slot->confirmed_flush.ToString() + " cannot be read from it");
+  }
+  if (slot->active) {
+    return Status::Precondition(name + " is in use by another process (pid " +
+                                std::to_string(slot->active_pid.value_or(0)) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace walrelay

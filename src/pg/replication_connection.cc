@@ -1,0 +1,198 @@
+#include "pg/replication_connection.h"
+
+#include "common/pg_time.h"
+#include "pg/wire_messages.h"
+
+namespace walrelay {
+namespace {
+
+std::string Trimmed(const char* message) {
+  std::string s = message ? message : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  for (auto& c : s)
+    if (c == '\n') c = ' ';
+  return s;
+}
+
+std::string ParamValue(const RelaySettings& s, const std::string& key) {
+  for (const auto& [k, v] : s.pg_params)
+    if (k == key) return v;
+  return "";
+}
+
+}  // namespace
+
+Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings& settings) {
+  std::vector<const char*> keys, values;
+  for (const auto& [k, v] : settings.pg_params) {
+    keys.push_back(k.c_str());
+    values.push_back(v.c_str());
+  }
+  keys.push_back("replication");
+  values.push_back("database");
+  keys.push_back(nullptr);
+  values.push_back(nullptr);
+  const std::string where = ParamValue(settings, "host") + ":" + ParamValue(settings, "port") + "/" +
+                            ParamValue(settings, "dbname") + " as " + ParamValue(settings, "user");
+  PgConnPtr conn(PQconnectdbParams(keys.data(), values.data(), 0));
+  if (!conn) return Status::Connection("out of memory connecting to PostgreSQL at " + where);
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    // libpq's text names host and user but never the password.
+    return Status::Connection("cannot connect to PostgreSQL at " + where + ": " +
+                              Trimmed(PQerrorMessage(conn.get())));
+  }
+  return ReplicationConnection(std::move(conn), where);
+}
+
+Status ReplicationConnection::Error(const std::string& what) const {
+  return Status::Connection(what + " (" + where_ + "): " + Trimmed(PQerrorMessage(conn_.get())));
+}
+
+std::string ReplicationConnection::Quote(const std::string& literal) {
+  PgBufferPtr quoted(PQescapeLiteral(conn_.get(), literal.c_str(), literal.size()));
+  return quoted ? std::string(quoted.get()) : "''";
+}
+
+Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStatusType expected) {
+  PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
+  if (!res || PQresultStatus(res.get()) != expected) {
+    const char* msg = res ? PQresultErrorMessage(res.get()) : PQerrorMessage(conn_.get());
+    return Status::Connection("PostgreSQL (" + where_ + ") rejected '" + sql.substr(0, 120) +
+                              "': " + Trimmed(msg));
+  }
+  return res;
+}
+
+Result<ServerInfo> ReplicationConnection::InspectServer() {
+  ServerInfo info;
+  info.server_version = PQserverVersion(conn_.get());
+  auto res = Exec(
+      "SELECT current_setting('wal_level'), "
+      "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), "
+      "pg_current_wal_lsn()::text",
+      PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  PGresult* r = res->get();
+  info.wal_level = PQgetvalue(r, 0, 0);
+  info.can_replicate = std::string(PQgetvalue(r, 0, 1)) == "t";
+  if (auto lsn = Lsn::Parse(PQgetvalue(r, 0, 2)); lsn.ok()) info.current_wal = *lsn;
+  auto ident = Exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
+  if (!ident.ok()) return ident.status();
+  info.system_id = PQgetvalue(ident->get(), 0, 0);
+  return info;
+}
+
+Result<SlotInfo> ReplicationConnection::InspectSlot(const std::string& slot_name) {
+  auto res = Exec(
+      "SELECT plugin, database, active, active_pid, confirmed_flush_lsn::text, "
+      "restart_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = " +
+          Quote(slot_name),
+      PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  SlotInfo info;
+  PGresult* r = res->get();
+  if (PQntuples(r) == 0) return info;
+  info.exists = true;
+  info.plugin = PQgetvalue(r, 0, 0);
+  info.database = PQgetvalue(r, 0, 1);
+  info.active = std::string(PQgetvalue(r, 0, 2)) == "t";
+  if (!PQgetisnull(r, 0, 3)) info.active_pid = std::atoi(PQgetvalue(r, 0, 3));
+  if (!PQgetisnull(r, 0, 4))
+    if (auto l = Lsn::Parse(PQgetvalue(r, 0, 4)); l.ok()) info.confirmed_flush = *l;
+  if (!PQgetisnull(r, 0, 5))
+    if (auto l = Lsn::Parse(PQgetvalue(r, 0, 5)); l.ok()) info.restart_lsn = *l;
+  info.wal_status = PQgetisnull(r, 0, 6) ? "" : PQgetvalue(r, 0, 6);
+  return info;
+}
+
+Result<std::vector<std::string>> ReplicationConnection::MissingTables(
+    const std::vector<std::string>& tables) {
+  std::vector<std::string> missing;
+  for (const auto& t : tables) {
+    const auto dot = t.find('.');
+    if (dot == std::string::npos) continue;
+    auto res = Exec("SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = " +
+                        Quote(t.substr(0, dot)) + " AND tablename = " + Quote(t.substr(dot + 1)),
+                    PGRES_TUPLES_OK);
+    if (!res.ok()) return res.status();
+    if (PQntuples(res->get()) == 0) missing.push_back(t);
+  }
+  return missing;
+}
+
+Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name) {
+  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL wal2json", PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  return Lsn::Parse(PQgetvalue(res->get(), 0, 1));
+}
+
+Status ReplicationConnection::DropSlot(const std::string& slot_name) {
+  auto res = Exec("DROP_REPLICATION_SLOT \"" + slot_name + "\"", PGRES_COMMAND_OK);
+  return res.ok() ? Status::Ok() : res.status();
+}
+
+Status ReplicationConnection::StartReplication(const std::string& slot_name, Lsn start,
+                                               const std::string& add_tables) {
+  std::string sql = "START_REPLICATION SLOT \"" + slot_name + "\" LOGICAL " + start.ToString() +
+                    " (\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
+                    "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'";
+  if (!add_tables.empty()) sql += ", \"add-tables\" " + Quote(add_tables);
+  sql += ")";
+  auto res = Exec(sql, PGRES_COPY_BOTH);
+  return res.ok() ? Status::Ok() : res.status();
+}
+
+Result<ReplicationConnection::ReadStatus> ReplicationConnection::ReadMessage(
+    std::string_view& message) {
+  char* raw = nullptr;
+  const int len = PQgetCopyData(conn_.get(), &raw, 1);
+  buffer_.reset(raw);
+  if (len > 0) {
+    message = std::string_view(raw, static_cast<size_t>(len));
+    return ReadStatus::kMessage;
+  }
+  if (len == 0) return ReadStatus::kWouldBlock;
+  if (len == -1) {
+    PgResultPtr res(PQgetResult(conn_.get()));
+    if (res && PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      return Status::Connection("replication stream ended by the server (" + where_ + "): " +
+                                Trimmed(PQresultErrorMessage(res.get())));
+    }
+    return ReadStatus::kEnded;
+  }
+  return Error("replication stream failed");
+}
+
+Status ReplicationConnection::ConsumeInput() {
+  if (PQconsumeInput(conn_.get()) == 0) return Error("lost the replication connection");
+  return Status::Ok();
+}
+
+Status ReplicationConnection::SendStandbyStatus(Lsn write, Lsn flush, bool reply_requested) {
+  const std::string msg = EncodeStandbyStatus(write, flush, Lsn(), PgEpochMicrosNow(), reply_requested);
+  if (PQputCopyData(conn_.get(), msg.data(), static_cast<int>(msg.size())) <= 0 ||
+      PQflush(conn_.get()) != 0) {
+    return Error("could not send a standby status update");
+  }
+  return Status::Ok();
+}
+
+Status ReplicationConnection::EndStreaming() {
+  if (PQputCopyEnd(conn_.get(), nullptr) <= 0 || PQflush(conn_.get()) != 0)
+    return Error("could not end the replication stream");
+  // Drain synchronously so an error the server sends last is not lost.
+  while (true) {
+    char* raw = nullptr;
+    const int len = PQgetCopyData(conn_.get(), &raw, 0);
+    PgBufferPtr owned(raw);
+    if (len < 0) break;
+  }
+  while (PgResultPtr res{PQgetResult(conn_.get())}) {
+    if (PQresultStatus(res.get()) == PGRES_FATAL_ERROR)
+      return Status::Connection("replication stream ended with an error (" + where_ + "): " +
+                                Trimmed(PQresultErrorMessage(res.get())));
+  }
+  return Status::Ok();
+}
+
+}  // namespace walrelay

@@ -1,0 +1,91 @@
+// Relay: streams a wal2json slot through the transform chain into Kafka and confirms to
+// PostgreSQL only what Kafka has acknowledged.
+//
+// Everything runs on one Asio io_context thread: reading CopyData from libpq's socket,
+// decoding, transforms, producing, serving librdkafka's delivery reports (through its queue
+// event fd) and the standby status timer. The flush LSN sent to the server is the delivery
+// tracker's confirmable position, so a crash at any moment can repeat records but never lose
+// one. In-flight records are bounded (max.queue.size, max.queue.size.in.bytes): when full the
+// relay stops reading the socket, which applies TCP backpressure to the walsender, while the
+// status timer keeps the connection alive.
+//
+// RequestStop() may be called from any thread (it posts to the loop); Run() returns after a
+// graceful stop or the first fatal error.
+#pragma once
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <memory>
+#include <optional>
+
+#include "common/lsn.h"
+#include "common/status.h"
+#include "config/relay_settings.h"
+#include "decode/wal2json_decoder.h"
+#include "kafka/delivery_tracker.h"
+#include "kafka/producer.h"
+#include "pg/replication_connection.h"
+#include "transform/chain.h"
+#include "transform/change_event_source.h"
+
+namespace walrelay {
+
+class Relay {
+ public:
+  Relay(RelaySettings settings, boost::asio::io_context& io);
+  ~Relay();
+
+  // Checks the server, ensures the slot, starts streaming and runs the loop until stopped.
+  // Returns OK after a graceful stop, or the error that stopped the relay.
+  Status Run();
+  // Graceful stop: stop reading, wait (bounded) for in-flight acks, send a final status.
+  void RequestStop();
+
+  // Observers, safe from any thread.
+  Lsn confirmed_lsn() const { return Lsn(confirmed_lsn_.load()); }
+  bool streaming() const { return streaming_.load(); }
+
+ private:
+  Status Prepare();
+  void Pump();
+  void WaitForSocket();
+  void WaitForKafkaEvents();
+  void ArmStatusTimer();
+  void ArmPollTimer();
+  Status HandleMessage(std::string_view message);
+  Status HandleChange(const RowChange& change);
+  void OnDelivery(const DeliveryReport& report);
+  void SendStatus(bool force);
+  bool Backpressured() const;
+  void Fail(Status status);
+  void BeginShutdown();
+  void FinishShutdown();
+
+  RelaySettings settings_;
+  boost::asio::io_context& io_;
+  std::optional<ReplicationConnection> conn_;
+  std::unique_ptr<KafkaProducer> producer_;
+  std::optional<TransformChain> chain_;
+  SourceContext source_context_;
+  Wal2JsonDecoder decoder_;
+  DecodedMessage message_;
+  DeliveryTracker tracker_;
+
+  boost::asio::posix::stream_descriptor pg_socket_;
+  boost::asio::posix::stream_descriptor kafka_events_;
+  boost::asio::steady_timer status_timer_;
+  boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer shutdown_timer_;
+
+  Lsn received_lsn_;
+  Lsn last_sent_flush_;
+  bool socket_wait_armed_ = false;
+  bool pump_scheduled_ = false;
+  bool stopping_ = false;
+  bool finished_ = false;
+  Status final_status_;
+  std::atomic<uint64_t> confirmed_lsn_{0};
+  std::atomic<bool> streaming_{false};
+};
+
+}  // namespace walrelay

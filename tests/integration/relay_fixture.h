@@ -1,0 +1,148 @@
+// Test fixture for the relay's integration tests: a throwaway PostgreSQL 15 with wal2json, the
+// outbox table from docs/outbox.sql, librdkafka's mock cluster in this process, and the
+// walrelay binary run as a child process with a config written to a temp dir.
+#pragma once
+
+#include <doctest/doctest.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/lsn.h"
+#include "devtools/child_process.h"
+#include "devtools/mock_kafka.h"
+#include "devtools/pg_sandbox.h"
+#include "devtools/topic_reader.h"
+#include "pg/pg_handles.h"
+
+namespace walrelay::testing {
+
+inline std::string ReadWholeFile(const std::string& path) { return devtools::ReadFile(path); }
+
+class RelayFixture {
+ public:
+  RelayFixture() {
+    auto pg = devtools::PgSandbox::Start();
+    REQUIRE_MESSAGE(pg.ok(), pg.status().ToString());
+    pg_ = std::move(pg).value();
+    auto kafka = devtools::MockKafka::Start(1);
+    REQUIRE_MESSAGE(kafka.ok(), kafka.status().ToString());
+    kafka_ = std::move(kafka).value();
+    const std::string sql = ReadWholeFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/outbox.sql");
+    REQUIRE(!sql.empty());
+    Exec(sql);
+    Exec("CREATE TABLE public.unrelated (id bigserial primary key, filler text)");
+    work_dir_ = pg_->base_dir();
+  }
+
+  devtools::PgSandbox& pg() { return *pg_; }
+  devtools::MockKafka& kafka() { return *kafka_; }
+
+  void Exec(const std::string& sql) {
+    Status st = pg_->Exec(sql);
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
+  std::string Value(const std::string& sql) {
+    auto v = pg_->QueryValue(sql);
+    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+    return *v;
+  }
+  Lsn CurrentWal() { return *Lsn::Parse(Value("SELECT pg_current_wal_lsn()::text")); }
+  Lsn ConfirmedFlush(const std::string& slot) {
+    auto v = pg_->QueryValue("SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM "
+                             "pg_replication_slots WHERE slot_name = '" + slot + "'");
+    if (!v.ok()) return Lsn();
+    return *Lsn::Parse(*v);
+  }
+  // Waits until the slot's confirmed_flush_lsn reaches `target`; returns the last value seen.
+  Lsn WaitConfirmed(const std::string& slot, Lsn target, std::chrono::seconds timeout) {
+    Lsn seen;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      seen = ConfirmedFlush(slot);
+      if (seen >= target) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return seen;
+  }
+
+  // Writes a connector config; `overrides` replace or add keys.
+  std::string WriteConfig(const std::string& slot, const std::map<std::string, std::string>& overrides,
+                          bool with_router = true) {
+    std::map<std::string, std::string> cfg = {
+        {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
+        {"database.hostname", "127.0.0.1"},
+        {"database.port", std::to_string(pg_->port())},
+        {"database.user", "postgres"},
+        {"database.dbname", "postgres"},
+        {"plugin.name", "wal2json"},
+        {"slot.name", slot},
+        {"table.include.list", "public.outbox"},
+        {"topic.prefix", "itest"},
+        {"status.update.interval.ms", "200"},
+        {"shutdown.timeout.ms", "5000"},
+        {"kafka.bootstrap.servers", kafka_->bootstrap_servers()},
+    };
+    if (with_router) {
+      cfg["transforms"] = "outbox";
+      cfg["transforms.outbox.type"] = "io.debezium.transforms.outbox.EventRouter";
+    }
+    for (const auto& [k, v] : overrides) cfg[k] = v;
+    std::string json = "{\"name\": \"itest-" + slot + "\", \"config\": {";
+    bool first = true;
+    for (const auto& [k, v] : cfg) {
+      json += (first ? "\n  \"" : ",\n  \"") + k + "\": \"" + v + "\"";
+      first = false;
+    }
+    json += "\n}}\n";
+    const std::string path = work_dir_ + "/" + slot + "-" + std::to_string(config_count_++) + ".json";
+    std::ofstream(path) << json;
+    return path;
+  }
+
+  // Starts `walrelay run` and waits until it streams; its log goes to log_path().
+  std::unique_ptr<devtools::ChildProcess> StartRelay(const std::string& config_path) {
+    log_path_ = config_path + ".log";
+    auto child = devtools::ChildProcess::Spawn({WALRELAY_BINARY, "run", "--config", config_path},
+                                               log_path_);
+    REQUIRE_MESSAGE(child.ok(), child.status().ToString());
+    const bool streaming = devtools::WaitForFileContains(log_path_, "streaming slot",
+                                                         std::chrono::seconds(20));
+    REQUIRE_MESSAGE(streaming, ReadWholeFile(log_path_));
+    return std::move(child).value();
+  }
+  const std::string& log_path() const { return log_path_; }
+
+  // Runs a walrelay subcommand to completion; returns its exit code and output.
+  std::pair<int, std::string> RunCommand(const std::vector<std::string>& args) {
+    const std::string out = work_dir_ + "/cmd-" + std::to_string(config_count_++) + ".out";
+    std::vector<std::string> argv = {WALRELAY_BINARY};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto child = devtools::ChildProcess::Spawn(argv, out);
+    REQUIRE(child.ok());
+    auto code = (*child)->Wait(std::chrono::seconds(60));
+    REQUIRE_MESSAGE(code.ok(), code.status().ToString());
+    return {*code, ReadWholeFile(out)};
+  }
+
+  std::unique_ptr<devtools::TopicReader> Reader() {
+    auto reader = devtools::TopicReader::Create(kafka_->bootstrap_servers());
+    REQUIRE(reader.ok());
+    return std::move(reader).value();
+  }
+
+ private:
+  std::unique_ptr<devtools::PgSandbox> pg_;
+  std::unique_ptr<devtools::MockKafka> kafka_;
+  std::string work_dir_;
+  std::string log_path_;
+  int config_count_ = 0;
+};
+
+}  // namespace walrelay::testing

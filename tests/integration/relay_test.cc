@@ -1,0 +1,298 @@
+// End-to-end behaviour of `walrelay run` against a real PostgreSQL 15 (wal2json) and
+// librdkafka's mock Kafka cluster: what consumers read, and what the slot confirms.
+#include <rapidjson/document.h>
+
+#include <csignal>
+#include <map>
+#include <set>
+
+#include "relay_fixture.h"
+
+using namespace walrelay;
+using walrelay::testing::RelayFixture;
+using devtools::ConsumedRecord;
+
+namespace {
+
+const std::vector<std::string> kAggregateTypes = {"Order", "Customer", "Shipment"};
+
+std::vector<std::string> OutboxTopics() {
+  std::vector<std::string> t;
+  for (const auto& a : kAggregateTypes) t.push_back("outbox.event." + a);
+  return t;
+}
+
+// One outbox INSERT whose payload carries its sequence number, so tests can check order.
+std::string InsertEvent(int seq) {
+  const std::string& type = kAggregateTypes[seq % 3];
+  const std::string key = type + "-" + std::to_string(seq % 17);
+  char id[40];
+  std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
+  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ('" +
+         std::string(id) + "', '" + type + "', '" + key + "', '" + type +
+         "Happened', jsonb_build_object('seq', " + std::to_string(seq) + ", 'key', '" + key +
+         "', 'text', 'ünï \"q\" \\ ok'));";
+}
+
+std::string HeaderValue(const ConsumedRecord& r, const std::string& name) {
+  for (const auto& h : r.headers)
+    if (h.key == name) return h.value.value_or("(null)");
+  return "(missing)";
+}
+
+int SeqOf(const ConsumedRecord& r) {
+  rapidjson::Document doc;
+  doc.Parse(r.value->c_str());
+  REQUIRE_MESSAGE(!doc.HasParseError(), *r.value);
+  return doc["seq"].GetInt();
+}
+
+// Checks every record's shape; returns how often each seq was seen.
+std::map<int, int> CheckRecords(const std::vector<ConsumedRecord>& records) {
+  std::map<int, int> seen;
+  std::map<std::pair<std::string, int32_t>, std::map<std::string, int>> last_seq_per_key;
+  for (const auto& r : records) {
+    REQUIRE(r.key.has_value());
+    REQUIRE(r.value.has_value());
+    const int seq = SeqOf(r);
+    const std::string& type = kAggregateTypes[seq % 3];
+    CHECK(r.topic == "outbox.event." + type);
+    CHECK(*r.key == type + "-" + std::to_string(seq % 17));
+    char id[40];
+    std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
+    CHECK(HeaderValue(r, "id") == id);
+    // jsonb goes out as its JSON text, not as a quoted JSON string.
+    CHECK(r.value->front() == '{');
+    CHECK(r.value->find("\"text\": \"ünï \\\"q\\\" \\\\ ok\"") != std::string::npos);
+    ++seen[seq];
+    // Per-key order: within a partition, a key's sequence numbers only grow, once
+    // duplicates from a restart are set aside.
+    auto& last = last_seq_per_key[{r.topic, r.partition}][*r.key];
+    if (seq > last) last = seq;
+    else CHECK_MESSAGE(seen[seq] > 1, "out of order for key " << *r.key << ": " << seq << " after " << last);
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exactly once, in key order") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("bulk", {}));
+  const int kTotal = 10000;
+  int seq = 0;
+  std::string sql;
+  // 2,000 single-row transactions, with writes to an unrelated table in between.
+  for (int i = 0; i < 2000; ++i) {
+    sql += "BEGIN;" + InsertEvent(++seq) + "COMMIT;";
+    if (i % 100 == 0) sql += "INSERT INTO unrelated (filler) VALUES (repeat('x', 500));";
+  }
+  fx.Exec(sql);
+  sql.clear();
+  // 150 transactions of 20 rows.
+  for (int t = 0; t < 150; ++t) {
+    sql += "BEGIN;";
+    for (int i = 0; i < 20; ++i) sql += InsertEvent(++seq);
+    sql += "COMMIT; INSERT INTO unrelated (filler) VALUES ('between');";
+  }
+  fx.Exec(sql);
+  sql = "BEGIN;";
+  while (seq < kTotal) sql += InsertEvent(++seq);  // one 5,000-row transaction
+  sql += "DELETE FROM outbox; COMMIT;";           // deletes are ignored by the router
+  fx.Exec(sql);
+  const Lsn end = fx.CurrentWal();
+
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast(OutboxTopics(), kTotal, std::chrono::seconds(90));
+  REQUIRE(records.ok());
+  // Read a little longer: anything beyond kTotal would be a duplicate.
+  auto extra = reader->Poll(std::chrono::seconds(2));
+  records->insert(records->end(), extra.begin(), extra.end());
+  CHECK(records->size() == static_cast<size_t>(kTotal));
+  auto seen = CheckRecords(*records);
+  CHECK(seen.size() == static_cast<size_t>(kTotal));
+  for (const auto& [s, n] : seen) CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
+
+  const Lsn confirmed = fx.WaitConfirmed("bulk", end, std::chrono::seconds(20));
+  CHECK_MESSAGE(confirmed >= end, confirmed.ToString() << " < " << end.ToString());
+
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  auto code = relay->Wait(std::chrono::seconds(20));
+  REQUIRE(code.ok());
+  CHECK(*code == 0);
+  CHECK(devtools::ReadFile(fx.log_path()).find("stopped; slot 'bulk' confirmed up to LSN") !=
+        std::string::npos);
+}
+
+TEST_CASE("with the broker down the slot never confirms an unacknowledged transaction") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("brokerdown", {}));
+  // Warm up so topics exist and the producer is connected.
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  auto reader = fx.Reader();
+  REQUIRE(reader->ReadAtLeast({"outbox.event.Customer"}, 1, std::chrono::seconds(30))->size() == 1);
+  fx.WaitConfirmed("brokerdown", fx.CurrentWal(), std::chrono::seconds(10));
+
+  // An observer slot tells the exact end LSN of the first transaction written during the outage.
+  fx.Exec("SELECT pg_create_logical_replication_slot('observer', 'wal2json')");
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  std::string sql = "BEGIN;";
+  for (int s = 2; s <= 50; ++s) sql += InsertEvent(s);
+  fx.Exec(sql + "COMMIT;");
+  for (int t = 0; t < 20; ++t) {
+    std::string more = "BEGIN;";
+    for (int i = 0; i < 10; ++i) more += InsertEvent(51 + t * 10 + i);
+    fx.Exec(more + "COMMIT;");
+  }
+  const Lsn end = fx.CurrentWal();
+  auto changes = fx.pg().Query(
+      "SELECT lsn::text, xid::text, data FROM pg_logical_slot_peek_changes('observer', NULL, NULL, "
+      "'format-version', '2', 'add-tables', 'public.outbox')");
+  REQUIRE(changes.ok());
+  std::string first_xid;
+  Lsn first_commit_end;
+  for (const auto& row : *changes) {
+    if (first_xid.empty() && row[2]->find("00000000-0000-4000-8000-000000000002") != std::string::npos)
+      first_xid = *row[1];
+    if (!first_xid.empty() && *row[1] == first_xid && row[2]->rfind("{\"action\":\"C\"", 0) == 0) {
+      first_commit_end = *Lsn::Parse(*row[0]);
+      break;
+    }
+  }
+  REQUIRE(first_commit_end.valid());
+  // Several status intervals pass; the slot must stay before the first outage commit.
+  for (int i = 0; i < 30; ++i) {
+    const Lsn confirmed = fx.ConfirmedFlush("brokerdown");
+    REQUIRE_MESSAGE(confirmed < first_commit_end,
+                    "confirmed " << confirmed.ToString() << " reached " << first_commit_end.ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(relay->Running());
+
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  auto records = reader->ReadAtLeast(OutboxTopics(), 250, std::chrono::seconds(60));
+  REQUIRE(records.ok());
+  std::set<int> seqs;
+  for (const auto& r : *records) seqs.insert(SeqOf(r));
+  for (int s = 2; s <= 250; ++s) CHECK_MESSAGE(seqs.count(s) == 1, "missing seq " << s);
+  const Lsn confirmed = fx.WaitConfirmed("brokerdown", end, std::chrono::seconds(20));
+  CHECK(confirmed >= end);
+}
+
+TEST_CASE("kill -9 during a stream and restart: nothing is lost") {
+  RelayFixture fx;
+  const std::string config = fx.WriteConfig("killed", {});
+  auto relay = fx.StartRelay(config);
+  const int kTotal = 3000;
+  std::thread writer([&] {
+    for (int batch = 0; batch < 30; ++batch) {
+      std::string sql;
+      for (int i = 1; i <= 100; ++i) sql += "BEGIN;" + InsertEvent(batch * 100 + i) + "COMMIT;";
+      fx.pg().Exec(sql).ok();
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  REQUIRE(relay->Kill(SIGKILL).ok());
+  auto code = relay->Wait(std::chrono::seconds(10));
+  REQUIRE(code.ok());
+  CHECK(*code == 128 + SIGKILL);
+  // The server notices the dead walsender client; wait until the slot is free again.
+  for (int i = 0; i < 100 && fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='killed'") == "true"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  relay = fx.StartRelay(config);
+  writer.join();
+
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast(OutboxTopics(), kTotal, std::chrono::seconds(90));
+  REQUIRE(records.ok());
+  auto extra = reader->Poll(std::chrono::seconds(2));
+  records->insert(records->end(), extra.begin(), extra.end());
+  auto seen = CheckRecords(*records);
+  int duplicates = 0;
+  for (int s = 1; s <= kTotal; ++s) {
+    CHECK_MESSAGE(seen.count(s) == 1, "lost seq " << s);
+    if (seen.count(s)) duplicates += seen[s] - 1;
+  }
+  MESSAGE("records read: " << records->size() << ", duplicates after kill -9: " << duplicates);
+}
+
+TEST_CASE("an idle outbox does not pin WAL while another table writes 20 MB") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("idle", {}));
+  const Lsn start = fx.ConfirmedFlush("idle");
+  for (int i = 0; i < 20; ++i) {
+    fx.Exec("INSERT INTO unrelated (filler) SELECT repeat(md5(g::text), 32) FROM generate_series(1, 1000) g");
+  }
+  const Lsn end = fx.CurrentWal();
+  CHECK(end.value() - start.value() > 20u * 1000 * 1000);
+  const Lsn confirmed = fx.WaitConfirmed("idle", end, std::chrono::seconds(30));
+  CHECK_MESSAGE(confirmed >= end, "slot stuck at " << confirmed.ToString() << ", WAL at " << end.ToString());
+  // And with no writes at all, keepalives alone keep it at the server's position.
+  fx.Exec("SELECT pg_switch_wal()");
+  const Lsn after_switch = fx.CurrentWal();
+  CHECK(fx.WaitConfirmed("idle", after_switch, std::chrono::seconds(30)) >= after_switch);
+}
+
+TEST_CASE("without transforms each change is a Debezium change event keyed by primary key") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("plain", {}, /*with_router=*/false));
+  fx.Exec("BEGIN;" + InsertEvent(7) + "UPDATE outbox SET type = 'Changed'; DELETE FROM outbox; COMMIT;");
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast({"itest.public.outbox"}, 3, std::chrono::seconds(30));
+  REQUIRE(records.ok());
+  REQUIRE(records->size() == 3);
+  std::vector<std::string> ops;
+  for (const auto& r : *records) {
+    CHECK(r.key.value_or("") == "{\"id\":\"00000000-0000-4000-8000-000000000007\"}");
+    rapidjson::Document doc;
+    doc.Parse(r.value->c_str());
+    REQUIRE(!doc.HasParseError());
+    ops.push_back(doc["op"].GetString());
+    CHECK(std::string(doc["source"]["table"].GetString()) == "outbox");
+    CHECK(std::string(doc["source"]["connector"].GetString()) == "postgresql");
+  }
+  CHECK(ops == std::vector<std::string>{"c", "u", "d"});
+}
+
+TEST_CASE("validate reports the server, slot and table, and names what is wrong") {
+  RelayFixture fx;
+  auto [ok_code, ok_out] = fx.RunCommand({"validate", "--config", fx.WriteConfig("checked", {})});
+  CHECK_MESSAGE(ok_code == 0, ok_out);
+  CHECK(ok_out.find("wal_level:") != std::string::npos);
+  CHECK(ok_out.find("logical") != std::string::npos);
+  CHECK(ok_out.find("public.outbox (found)") != std::string::npos);
+  CHECK(ok_out.find("does not exist; `run` creates it") != std::string::npos);
+  CHECK(ok_out.find("broker(s) reachable") != std::string::npos);
+
+  auto [bad_code, bad_out] = fx.RunCommand(
+      {"validate", "--config", fx.WriteConfig("checked", {{"table.include.list", "public.nope"}})});
+  CHECK(bad_code == 4);
+  CHECK(bad_out.find("table public.nope") != std::string::npos);
+
+  auto [cfg_code, cfg_out] = fx.RunCommand(
+      {"validate", "--config", fx.WriteConfig("checked", {{"database.port", "not-a-port"}})});
+  CHECK(cfg_code == 2);
+  CHECK(cfg_out.find("database.port") != std::string::npos);
+
+  // A slot with another plugin is refused by run too, with the same message.
+  fx.Exec("SELECT pg_create_logical_replication_slot('wrongplugin', 'test_decoding')");
+  auto [run_code, run_out] = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
+  CHECK(run_code == 4);
+  CHECK(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos);
+}
+
+TEST_CASE("a record Kafka rejects stops the relay without confirming its transaction") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("rejected", {{"kafka.message.max.bytes", "2000"}}));
+  const Lsn before = fx.CurrentWal();
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+          "('00000000-0000-4000-8000-00000000beef', 'Order', 'o-1', 'Big', "
+          "jsonb_build_object('blob', repeat('x', 5000)))");
+  auto code = relay->Wait(std::chrono::seconds(30));
+  REQUIRE(code.ok());
+  CHECK(*code == 5);
+  const std::string log = devtools::ReadFile(fx.log_path());
+  CHECK_MESSAGE(log.find("00000000-0000-4000-8000-00000000beef") != std::string::npos, log);
+  CHECK(fx.ConfirmedFlush("rejected") <= before);
+}

@@ -1,0 +1,181 @@
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "config/connector_config.h"
+#include "config/relay_settings.h"
+
+using namespace walrelay;
+
+namespace {
+
+const char* kDebeziumConfig = R"({
+  "name": "orders-outbox",
+  "config": {
+    "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+    "tasks.max": "1",
+    "database.hostname": "db.internal",
+    "database.port": 5433,
+    "database.user": "relay",
+    "database.password": "${env:WALRELAY_TEST_PW}",
+    "database.dbname": "shop",
+    "plugin.name": "wal2json",
+    "slot.name": "orders_slot",
+    "topic.prefix": "shop",
+    "table.include.list": "public.outbox",
+    "transforms": "outbox",
+    "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+    "kafka.bootstrap.servers": "k1:9092,k2:9092",
+    "kafka.compression.type": "lz4"
+  }
+})";
+
+Result<RelaySettings> Settings(const std::string& json) {
+  auto config = ParseConnectorConfig(json, "test");
+  if (!config.ok()) return config.status();
+  return ParseRelaySettings(*config);
+}
+
+std::string Param(const RelaySettings& s, const std::string& key) {
+  for (const auto& [k, v] : s.pg_params)
+    if (k == key) return v;
+  return "<none>";
+}
+
+std::string Minimal(const std::string& extra) {
+  return R"({"database.hostname":"h","database.user":"u","database.dbname":"d","topic.prefix":"p",)"
+         R"("kafka.bootstrap.servers":"b:1")" + extra + "}";
+}
+
+}  // namespace
+
+TEST_CASE("a Debezium connector config as POSTed to Kafka Connect is accepted") {
+  setenv("WALRELAY_TEST_PW", "s3cret", 1);
+  auto s = Settings(kDebeziumConfig);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  CHECK(s->name == "orders-outbox");
+  CHECK(Param(*s, "host") == "db.internal");
+  CHECK(Param(*s, "port") == "5433");
+  CHECK(Param(*s, "password") == "s3cret");
+  CHECK(Param(*s, "sslmode") == "prefer");
+  CHECK(s->slot_name == "orders_slot");
+  CHECK(s->topic_prefix == "shop");
+  CHECK(s->status_update_interval_ms == 10000);
+  CHECK(s->max_queue_size == 8192);
+  CHECK(s->kafka.at("bootstrap.servers") == "k1:9092,k2:9092");
+  CHECK(s->kafka.at("compression.type") == "lz4");
+  CHECK(s->kafka.at("enable.idempotence") == "true");
+  CHECK(s->kafka.at("acks") == "all");
+  CHECK(s->IncludesTable("public.outbox"));
+  CHECK_FALSE(s->IncludesTable("public.outbox2"));
+  CHECK(s->Wal2JsonAddTables() == "public.outbox");
+}
+
+TEST_CASE("a flat config works and Debezium's defaults apply") {
+  auto s = Settings(Minimal(""));
+  REQUIRE(s.ok());
+  CHECK(s->name == "walrelay");
+  CHECK(s->slot_name == "debezium");
+  CHECK(Param(*s, "port") == "5432");
+  CHECK(s->table_include == std::vector<std::string>{"public.outbox"});
+}
+
+TEST_CASE("kafka.* overrides walrelay's producer defaults") {
+  auto s = Settings(Minimal(R"(,"kafka.acks":"1","kafka.enable.idempotence":"false")"));
+  REQUIRE(s.ok());
+  CHECK(s->kafka.at("acks") == "1");
+  CHECK(s->kafka.at("enable.idempotence") == "false");
+}
+
+TEST_CASE("regex include lists disable the server-side table filter but still filter") {
+  auto s = Settings(Minimal(R"(,"table.include.list":"public\\.outbox_.*, audit.events")"));
+  REQUIRE(s.ok());
+  CHECK(s->Wal2JsonAddTables().empty());
+  CHECK(s->IncludesTable("public.outbox_orders"));
+  CHECK(s->IncludesTable("audit.events"));
+  CHECK_FALSE(s->IncludesTable("public.outbox"));
+}
+
+TEST_CASE("${file:...} reads a whole file and trims the trailing newline") {
+  const std::string path = "/tmp/walrelay_config_test_secret";
+  std::ofstream(path) << "from-file\n";
+  auto v = SubstituteConfigValue("database.password", "${file:" + path + "}");
+  REQUIRE(v.ok());
+  CHECK(*v == "from-file");
+  auto mixed = SubstituteConfigValue("k", "a-${file:" + path + "}-b");
+  CHECK(*mixed == "a-from-file-b");
+}
+
+TEST_CASE("substitution errors name the key and never the value") {
+  unsetenv("WALRELAY_TEST_MISSING");
+  auto missing = SubstituteConfigValue("database.password", "${env:WALRELAY_TEST_MISSING}");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().message().find("database.password") != std::string::npos);
+  CHECK(missing.status().message().find("WALRELAY_TEST_MISSING") != std::string::npos);
+  CHECK_FALSE(SubstituteConfigValue("k", "${file:/nonexistent/x}").ok());
+  CHECK_FALSE(SubstituteConfigValue("k", "${vault:x}").ok());
+  CHECK_FALSE(SubstituteConfigValue("k", "${env:X").ok());
+}
+
+TEST_CASE("invalid values name the key and what is allowed") {
+  struct Case {
+    std::string extra, key;
+  } cases[] = {
+      {R"(,"database.port":"x")", "database.port"},
+      {R"(,"database.port":"70000")", "database.port"},
+      {R"(,"database.sslmode":"sometimes")", "database.sslmode"},
+      {R"(,"slot.name":"Bad-Name")", "slot.name"},
+      {R"(,"plugin.name":"pgoutput")", "plugin.name"},
+      {R"(,"status.update.interval.ms":"0")", "status.update.interval.ms"},
+      {R"(,"max.queue.size":"-1")", "max.queue.size"},
+      {R"(,"table.include.list":"public.(outbox")", "table.include.list"},
+      {R"(,"connector.class":"io.debezium.connector.mysql.MySqlConnector")", "connector.class"},
+      {R"(,"slot.drop.on.stop":"yes")", "slot.drop.on.stop"},
+  };
+  for (const auto& c : cases) {
+    auto s = Settings(Minimal(c.extra));
+    REQUIRE_MESSAGE(!s.ok(), c.extra);
+    CHECK(s.status().code() == ErrorCode::kConfig);
+    CHECK_MESSAGE(s.status().message().find(c.key) != std::string::npos, s.status().message());
+  }
+}
+
+TEST_CASE("required keys are named when missing") {
+  for (const char* key : {"database.hostname", "database.user", "database.dbname", "topic.prefix",
+                          "kafka.bootstrap.servers"}) {
+    auto config = ParseConnectorConfig(Minimal(""), "t");
+    REQUIRE(config.ok());
+    auto values = config->properties.values();
+    values.erase(key);
+    config->properties = Properties(values);
+    auto s = ParseRelaySettings(*config);
+    REQUIRE_FALSE(s.ok());
+    CHECK_MESSAGE(s.status().message().find(key) != std::string::npos, s.status().message());
+  }
+}
+
+TEST_CASE("unknown keys are reported; accepted Debezium keys are not") {
+  auto s = Settings(Minimal(R"(,"snapshot.mode":"no_data","databse.port":"1")"));
+  REQUIRE(s.ok());
+  auto unread = s->properties.UnreadKeys();
+  CHECK(unread == std::vector<std::string>{"databse.port"});
+}
+
+TEST_CASE("malformed JSON and wrong shapes are config errors naming the file") {
+  CHECK(ParseConnectorConfig("{", "f.json").status().message().find("f.json") != std::string::npos);
+  CHECK_FALSE(ParseConnectorConfig("[]", "f").ok());
+  CHECK_FALSE(ParseConnectorConfig(R"({"config": 3})", "f").ok());
+  CHECK_FALSE(ParseConnectorConfig(R"({"a": {"b": 1}})", "f").ok());
+  CHECK_FALSE(LoadConnectorConfig("/nonexistent.json").ok());
+}
+
+TEST_CASE("secret keys are recognised and hidden") {
+  for (const char* k : {"database.password", "kafka.sasl.password", "kafka.ssl.key.password",
+                        "database.sslpassword", "kafka.sasl.jaas.config"}) {
+    CHECK_MESSAGE(IsSecretKey(k), k);
+    CHECK(DisplayValue(k, "hunter2") == "[hidden]");
+  }
+  CHECK_FALSE(IsSecretKey("database.user"));
+  CHECK(DisplayValue("database.user", "relay") == "relay");
+}

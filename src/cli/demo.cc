@@ -3,6 +3,7 @@
 // Kafka record printed as a consumer sees it. Everything is removed afterwards.
 #include <spdlog/spdlog.h>
 
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
@@ -124,6 +125,7 @@ int DemoCommand(int events) {
     return Fail(records.status());
   }
   for (const auto& r : *records) std::printf("%s\n", devtools::FormatRecord(r).c_str());
+  std::fflush(stdout);
 
   // The slot advances only after Kafka acknowledged the transaction; show it happening.
   Lsn target;

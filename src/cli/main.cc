@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <boost/asio.hpp>
 #include <csignal>
 #include <iostream>

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <boost/asio.hpp>
 #include <memory>
 #include <optional>

@@ -1,0 +1,75 @@
+// The Debezium change event a row change represents before any transform rewrites it: what a
+// walrelay user gets on `<topic.prefix>.<schema>.<table>` with no transforms configured.
+//
+// MakeSourceRecord() builds the Record the transform chain starts from (topic, key, timestamp,
+// source info, `change` pointer; the value is left unset). SerializeChangeEvent() renders the
+// change as the JSON Debezium's JsonConverter writes without schemas, for a record whose
+// `change` is still set at the end of the chain.
+//
+// Column values keep wal2json's typing: numbers are JSON numbers with their exact digits,
+// booleans are booleans, NULL is null, bytea is base64 (as JsonConverter writes bytes), and
+// everything else (text, uuid, json/jsonb, timestamps, dates, enums) is a JSON string holding
+// PostgreSQL's text. The same rendering serves the event router's envelope fields.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "decode/change_event.h"
+#include "transform/record.h"
+
+namespace walrelay {
+
+struct SourceContext {
+  std::string topic_prefix;    // `topic.prefix`: first part of every topic, `source.name`
+  std::string database;        // `database.dbname`: `source.db`
+  std::string connector_name;  // the connector's name, for messages
+};
+
+// The record for `change` before any transform: topic `<topic_prefix>.<schema>.<table>`, key
+// = JSON object of the primary-key columns (from the identity image for deletes), or a null
+// key when the table has no primary key or the image lacks one of its columns; timestamp =
+// commit time. `record.change` points at `change`, which must outlive the record's trip
+// through the chain.
+Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx);
+
+// The change event value: {"before","after","source","op","ts_ms"} as Debezium lays it out.
+// For deletes `before` is the identity image; for updates it is null unless the change
+// carries an identity image. `now_ms` becomes the top-level `ts_ms` (processing time).
+std::string SerializeChangeEvent(const RowChange& change, const SourceContext& ctx, int64_t now_ms);
+
+using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
+
+// RapidJSON 1.1 has no std::string overload of Key(), and sizes are 32-bit.
+inline void WriteJsonKey(JsonWriter& writer, std::string_view key) {
+  writer.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+}
+inline void WriteJsonString(JsonWriter& writer, std::string_view value) {
+  writer.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
+}
+
+// Writes one column value as a JSON value (see the typing rules above).
+void WriteColumnJson(const Column& column, JsonWriter& writer);
+// The same, as a standalone JSON text.
+std::string RenderColumnJson(const Column& column);
+// Writes {"<name>": <value>, ...} for `columns`, in order.
+void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer);
+
+bool IsBytea(const Column& column);
+// wal2json's bytea rendering (hex digits, with or without a leading "\x") as raw bytes;
+// nullopt if it is not valid hex.
+std::optional<std::string> DecodeByteaHex(std::string_view hex);
+// The bytes a column contributes to a Kafka key, value or header, like Kafka's
+// StringConverter/ByteArrayConverter: the text PostgreSQL renders, the raw bytes for bytea.
+// nullopt for SQL NULL; an error naming the column for bytea that is not valid hex.
+Result<std::optional<std::string>> ColumnBytes(const Column& column);
+
+}  // namespace walrelay

@@ -10,7 +10,7 @@ std::string Trimmed(const char* message) {
   std::string s = message ? message : "";
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   for (auto& c : s)
-    if (c == '\n') c = ' ';
+    if (c == '\n' || c == '\t') c = ' ';
   return s;
 }
 

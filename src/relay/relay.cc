@@ -85,6 +85,7 @@ Status Relay::Prepare() {
 
 Status Relay::Run() {
   if (Status st = Prepare(); !st.ok()) {
+    spdlog::error("{}", st.ToString());
     streaming_ = false;
     return st;
   }

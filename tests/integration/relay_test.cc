@@ -279,7 +279,7 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
   fx.Exec("SELECT pg_create_logical_replication_slot('wrongplugin', 'test_decoding')");
   auto [run_code, run_out] = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
   CHECK(run_code == 4);
-  CHECK(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos);
+  CHECK_MESSAGE(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos, run_out);
 }
 
 TEST_CASE("a record Kafka rejects stops the relay without confirming its transaction") {

@@ -1,0 +1,512 @@
+#include "devtools/pg_sandbox.h"
+
+#include <arpa/inet.h>
+#include <libpq-fe.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
+
+#include "devtools/child_process.h"
+
+namespace walrelay::devtools {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kMinMajorVersion = 15;
+constexpr const char* kInstallHint =
+    "install postgresql-15 and postgresql-15-wal2json: scripts/install-deps.sh";
+
+struct PgConnDeleter {
+  void operator()(PGconn* c) const { PQfinish(c); }
+};
+struct PgResultDeleter {
+  void operator()(PGresult* r) const { PQclear(r); }
+};
+using PgConnPtr = std::unique_ptr<PGconn, PgConnDeleter>;
+using PgResultPtr = std::unique_ptr<PGresult, PgResultDeleter>;
+
+// Closes a socket descriptor on scope exit.
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+bool IsExecutable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
+
+Result<std::string> FindBinDir() {
+  if (const char* env = std::getenv("WALRELAY_PG_BINDIR"); env != nullptr && *env != '\0') {
+    if (!IsExecutable(fs::path(env) / "initdb"))
+      return Status::Precondition(std::string("WALRELAY_PG_BINDIR=") + env +
+                                  " has no executable initdb; " + kInstallHint);
+    return std::string(env);
+  }
+  int best = -1;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/usr/lib/postgresql", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.size() > 4 ||
+        !std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c); }))
+      continue;
+    const int major = std::stoi(name);
+    if (major >= kMinMajorVersion && major > best && IsExecutable(entry.path() / "bin" / "initdb"))
+      best = major;
+  }
+  if (best < 0)
+    return Status::Precondition("no PostgreSQL >= 15 server binaries under /usr/lib/postgresql; " +
+                                std::string(kInstallHint));
+  return "/usr/lib/postgresql/" + std::to_string(best) + "/bin";
+}
+
+// Binding port 0 lets the kernel pick a free port. Another process may take it before the
+// server binds; StartServer retries with a new port when that happens.
+Result<int> PickFreePort() {
+  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (fd.get() < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
+    return Status::Internal(std::string("bind 127.0.0.1:0: ") + std::strerror(errno));
+  socklen_t len = sizeof(addr);
+  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    return Status::Internal(std::string("getsockname: ") + std::strerror(errno));
+  return static_cast<int>(ntohs(addr.sin_port));
+}
+
+// The postgres user must be able to reach its cluster directory: a root-only $TMPDIR (e.g.
+// under /root) would make initdb fail with a confusing permission error.
+bool UserCanTraverse(const fs::path& dir, uid_t uid, gid_t gid) {
+  fs::path p = fs::absolute(dir);
+  while (true) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return false;
+    const bool ok = (st.st_mode & S_IXOTH) || (st.st_uid == uid && (st.st_mode & S_IXUSR)) ||
+                    (st.st_gid == gid && (st.st_mode & S_IXGRP));
+    if (!ok) return false;
+    if (p == p.root_path()) return true;
+    p = p.parent_path();
+  }
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
+  }
+  return out + "'";
+}
+
+std::string ConfQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += '\'';
+    out += c;
+  }
+  return out + "'";
+}
+
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() <= n ? s : "..." + s.substr(s.size() - n);
+}
+
+std::string Trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// The postmaster is not our child (pg_ctl daemonises it), so liveness is probed by signal 0.
+// A zombie counts as gone: it only lingers when this process is the reaper (PID 1 in a
+// container) and it holds no resources.
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  const auto close_paren = stat.rfind(')');
+  if (close_paren != std::string::npos && close_paren + 2 < stat.size() &&
+      stat[close_paren + 2] == 'Z')
+    return false;
+  return true;
+}
+
+// The pid from postmaster.pid, if that process is alive and is this cluster's postmaster. A
+// stale pid file (after a kill) may name a pid the kernel has since reused, which we must not
+// signal; pg_ctl passes -D <data_dir> to the postmaster, so its command line identifies it.
+pid_t LivePostmasterPid(const std::string& data_dir) {
+  std::istringstream in(ReadFile(data_dir + "/postmaster.pid"));
+  long pid = 0;
+  if (!(in >> pid) || !ProcessAlive(static_cast<pid_t>(pid))) return 0;
+  std::string cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  if (cmdline.find(data_dir) == std::string::npos) return 0;
+  return static_cast<pid_t>(pid);
+}
+
+std::string SqlForMessage(const std::string& sql) {
+  return sql.size() <= 200 ? sql : sql.substr(0, 200) + "...";
+}
+
+void IgnoreNotice(void*, const char*) {}
+
+// Fresh connection per call keeps the sandbox free of shared connection state, so concurrent
+// callers and server restarts need no coordination.
+Result<PgConnPtr> Connect(const std::string& conninfo) {
+  PgConnPtr conn(PQconnectdb((conninfo + " connect_timeout=10").c_str()));
+  if (!conn) return Status::Connection("out of memory connecting to PostgreSQL");
+  if (PQstatus(conn.get()) != CONNECTION_OK)
+    return Status::Connection("cannot connect to sandbox PostgreSQL (" + conninfo +
+                              "): " + Trim(PQerrorMessage(conn.get())));
+  // NOTICEs ("table does not exist, skipping") would otherwise go to stderr of every test.
+  PQsetNoticeProcessor(conn.get(), IgnoreNotice, nullptr);
+  return conn;
+}
+
+Result<PgResultPtr> Run(const std::string& conninfo, const std::string& sql) {
+  auto conn = Connect(conninfo);
+  if (!conn.ok()) return conn.status();
+  PgResultPtr res(PQexec(conn->get(), sql.c_str()));
+  const ExecStatusType st = res ? PQresultStatus(res.get()) : PGRES_FATAL_ERROR;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    const std::string err = res ? PQresultErrorMessage(res.get()) : PQerrorMessage(conn->get());
+    return Status::Internal("SQL failed: " + SqlForMessage(sql) + ": " + Trim(err));
+  }
+  return res;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts) {
+  for (const auto& s : opts.extra_settings) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::Config("PgSandbox extra setting '" + s + "' is not name=value");
+  }
+  auto bin_dir = FindBinDir();
+  if (!bin_dir.ok()) return bin_dir.status();
+
+  const bool as_root = ::geteuid() == 0;
+  uid_t pg_uid = 0;
+  gid_t pg_gid = 0;
+  if (as_root) {
+    const passwd* pw = ::getpwnam("postgres");
+    if (pw == nullptr)
+      return Status::Precondition(
+          "running as root, but there is no 'postgres' OS user to own the sandbox cluster; " +
+          std::string(kInstallHint));
+    pg_uid = pw->pw_uid;
+    pg_gid = pw->pw_gid;
+  }
+
+  // The unix socket lives in the directory, and socket paths are limited to sun_path's size.
+  constexpr size_t kSocketSuffix = sizeof("/.s.PGSQL.65535");
+  std::vector<std::string> parents;
+  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') parents.emplace_back(t);
+  parents.emplace_back("/tmp");
+  std::string base;
+  for (const auto& parent : parents) {
+    std::error_code ec;
+    // Absolute, because the path is matched against the postmaster's command line.
+    const fs::path abs_parent = fs::absolute(parent, ec);
+    if (ec) continue;
+    std::string tmpl = (abs_parent / "walrelay-pg-XXXXXX").string();
+    if (tmpl.size() + kSocketSuffix > sizeof(sockaddr_un::sun_path)) continue;
+    if (as_root && !UserCanTraverse(abs_parent, pg_uid, pg_gid)) continue;
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr) continue;
+    base = buf.data();
+    break;
+  }
+  if (base.empty())
+    return Status::Internal("cannot create a temporary directory for the sandbox cluster under " +
+                            parents.front() + (parents.size() > 1 ? " or /tmp" : ""));
+
+  // From here on the destructor owns cleanup of the directory and any server.
+  std::unique_ptr<PgSandbox> sb(new PgSandbox());
+  sb->bin_dir_ = *bin_dir;
+  sb->base_dir_ = base;
+  sb->data_dir_ = base + "/data";
+  sb->log_path_ = base + "/server.log";
+  sb->run_as_postgres_ = as_root;
+  sb->extra_settings_ = opts.extra_settings;
+
+  if (as_root && ::chown(base.c_str(), pg_uid, pg_gid) != 0)
+    return Status::Internal("chown " + base + " to postgres: " + std::strerror(errno));
+
+  auto init = sb->RunTool("initdb",
+                          {"-D", sb->data_dir_, "-A", "trust", "-U", "postgres", "-E", "UTF8",
+                           "--locale=C", "--no-sync"},
+                          "initdb.log", 120);
+  if (!init.ok()) return init.status();
+  if (init->exit_code != 0)
+    return Status::Internal("initdb failed (exit " + std::to_string(init->exit_code) +
+                            "): " + Tail(init->output, 2000));
+
+  // The sandbox only serves wal2json clients; failing here names the missing package, where
+  // slot creation would only say "could not access file".
+  {
+    auto libdir = sb->RunTool("pg_config", {"--pkglibdir"}, "pg_config.out", 30);
+    if (libdir.ok() && libdir->exit_code == 0) {
+      const std::string dir = Trim(libdir->output);
+      if (!dir.empty() && !fs::exists(fs::path(dir) / "wal2json.so"))
+        return Status::Precondition("wal2json.so not found in " + dir + "; " + kInstallHint);
+    }
+  }
+
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  sb->port_ = *port;
+  WALRELAY_RETURN_IF_ERROR(sb->ConfigureCluster());
+  if (!opts.log_prefix.empty()) {
+    std::ofstream conf(sb->data_dir_ + "/postgresql.conf", std::ios::app);
+    conf << "log_line_prefix = " << ConfQuote(opts.log_prefix) << "\n";
+    if (!conf) return Status::Internal("cannot write " + sb->data_dir_ + "/postgresql.conf");
+  }
+
+  Status started;
+  for (int attempt = 0;; ++attempt) {
+    const size_t log_offset = ReadFile(sb->log_path_).size();
+    started = sb->StartServer();
+    if (started.ok() || attempt == 3) break;
+    // Another process can grab the port between PickFreePort and the server's bind.
+    const std::string log = ReadFile(sb->log_path_);
+    if (log.size() <= log_offset || log.find("could not bind", log_offset) == std::string::npos)
+      break;
+    auto retry_port = PickFreePort();
+    if (!retry_port.ok()) return retry_port.status();
+    sb->port_ = *retry_port;
+    std::ofstream conf(sb->data_dir_ + "/postgresql.conf", std::ios::app);
+    conf << "port = " << sb->port_ << "\n";  // later lines win
+    if (!conf) return Status::Internal("cannot write " + sb->data_dir_ + "/postgresql.conf");
+  }
+  if (!started.ok()) return started;
+  return sb;
+}
+
+Status PgSandbox::ConfigureCluster() {
+  const std::string conf_path = data_dir_ + "/postgresql.conf";
+  std::string conf = "\n# --- walrelay PgSandbox ---\n";
+  conf += "listen_addresses = '127.0.0.1'\n";
+  conf += "port = " + std::to_string(port_) + "\n";
+  conf += "unix_socket_directories = " + ConfQuote(base_dir_) + "\n";
+  conf += "wal_level = logical\n";
+  conf += "max_replication_slots = 20\n";
+  conf += "max_wal_senders = 20\n";
+  conf += "fsync = off\n";
+  conf += "full_page_writes = off\n";
+
+  // Setting an unknown GUC in postgresql.conf stops the server from starting, so only builds
+  // that have output_plugin_libraries get it. `postgres -C` reads the setting without starting.
+  auto probe =
+      RunTool("postgres", {"-C", "output_plugin_libraries", "-D", data_dir_}, "probe.out", 60);
+  if (!probe.ok()) return probe.status();
+  if (probe->exit_code == 0) {
+    std::string value;
+    std::istringstream lines(probe->output);
+    for (std::string line; std::getline(lines, line);)
+      if (!Trim(line).empty()) value = Trim(line);
+    if (value.find("wal2json") == std::string::npos) {
+      value = value.empty() ? "wal2json" : value + ", wal2json";
+      conf += "output_plugin_libraries = " + ConfQuote(value) + "\n";
+    }
+  } else if (probe->output.find("unrecognized configuration parameter") == std::string::npos) {
+    return Status::Internal("postgres -C output_plugin_libraries failed (exit " +
+                            std::to_string(probe->exit_code) + "): " + Tail(probe->output, 1000));
+  }
+
+  {
+    std::ofstream out(conf_path, std::ios::app);
+    out << conf;
+    if (!out) return Status::Internal("cannot write " + conf_path);
+  }
+
+  // initdb -A trust writes these, but walrelay's replication connection depends on them, so
+  // make sure instead of assuming.
+  const std::string hba_path = data_dir_ + "/pg_hba.conf";
+  bool have_host = false;
+  bool have_replication = false;
+  std::istringstream hba(ReadFile(hba_path));
+  for (std::string line; std::getline(hba, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    std::vector<std::string> w{std::istream_iterator<std::string>(words),
+                               std::istream_iterator<std::string>()};
+    if (w.size() != 5 || w[0] != "host" || w[2] != "all" || w[3] != "127.0.0.1/32" ||
+        w[4] != "trust")
+      continue;
+    if (w[1] == "all") have_host = true;
+    if (w[1] == "replication") have_replication = true;
+  }
+  if (!have_host || !have_replication) {
+    std::ofstream out(hba_path, std::ios::app);
+    if (!have_host) out << "host all all 127.0.0.1/32 trust\n";
+    if (!have_replication) out << "host replication all 127.0.0.1/32 trust\n";
+    if (!out) return Status::Internal("cannot write " + hba_path);
+  }
+  return Status::Ok();
+}
+
+Result<PgSandbox::CommandResult> PgSandbox::RunTool(const std::string& program,
+                                                    const std::vector<std::string>& args,
+                                                    const std::string& log_name,
+                                                    int timeout_seconds) const {
+  std::vector<std::string> argv;
+  if (run_as_postgres_) argv = {"runuser", "-u", "postgres", "--"};
+  argv.push_back(bin_dir_ + "/" + program);
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  const std::string out_path = base_dir_ + "/" + log_name;
+  std::error_code ec;
+  fs::remove(out_path, ec);
+  // Started in base_dir_ because the postgres user may not be able to read our working
+  // directory (e.g. /root), which makes initdb fail to locate itself.
+  auto child = ChildProcess::Spawn(argv, out_path, {}, base_dir_);
+  if (!child.ok()) return child.status();
+  auto code = (*child)->Wait(std::chrono::seconds(timeout_seconds));
+  if (!code.ok())
+    return Status::Internal(program + " did not finish within " + std::to_string(timeout_seconds) +
+                            " s: " + code.status().message());
+  return CommandResult{*code, ReadFile(out_path)};
+}
+
+Status PgSandbox::StartServer() {
+  std::string server_opts;
+  for (const auto& s : extra_settings_) server_opts += " -c " + ShellQuote(s);
+  std::vector<std::string> args = {"-D", data_dir_, "-l", log_path_, "-w", "-t", "60"};
+  if (!server_opts.empty()) {
+    // pg_ctl hands -o to /bin/sh, hence the shell quoting above.
+    args.push_back("-o");
+    args.push_back(server_opts);
+  }
+  args.push_back("start");
+  auto r = RunTool("pg_ctl", args, "pg_ctl.log", 90);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0) {
+    // A half-started postmaster (timeout) must not survive the failed start.
+    KillPostmaster();
+    return Status::Internal("pg_ctl start failed (exit " + std::to_string(r->exit_code) +
+                            "): " + Trim(Tail(r->output, 1000)) + "\nserver log " + log_path_ +
+                            ":\n" + Tail(ReadFile(log_path_), 2000));
+  }
+  running_ = true;
+  return Status::Ok();
+}
+
+Status PgSandbox::Stop() {
+  if (!running_) return Status::Ok();
+  auto r = RunTool("pg_ctl", {"-D", data_dir_, "-m", "fast", "-w", "-t", "60", "stop"},
+                   "pg_ctl.log", 90);
+  running_ = false;
+  if (!r.ok() || r->exit_code != 0) {
+    const std::string why = r.ok() ? Trim(r->output) : r.status().message();
+    KillPostmaster();
+    return Status::Internal("pg_ctl stop failed (postmaster killed instead): " + why);
+  }
+  return Status::Ok();
+}
+
+Status PgSandbox::Restart() {
+  WALRELAY_RETURN_IF_ERROR(Stop());
+  return StartServer();
+}
+
+bool PgSandbox::running() const { return running_ && LivePostmasterPid(data_dir_) != 0; }
+
+void PgSandbox::KillPostmaster() {
+  const pid_t pid = LivePostmasterPid(data_dir_);
+  if (pid == 0) return;
+  ::kill(pid, SIGKILL);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
+PgSandbox::~PgSandbox() {
+  // Runs during exception unwinding too, so nothing here may throw.
+  try {
+    if (!data_dir_.empty() && LivePostmasterPid(data_dir_) != 0) {
+      auto r = RunTool("pg_ctl", {"-D", data_dir_, "-m", "immediate", "-w", "-t", "30", "stop"},
+                       "pg_ctl.log", 45);
+      (void)r;
+      KillPostmaster();  // no-op when pg_ctl succeeded
+    }
+  } catch (...) {
+    KillPostmaster();
+  }
+  if (!base_dir_.empty()) {
+    std::error_code ec;
+    fs::remove_all(base_dir_, ec);
+  }
+}
+
+std::string PgSandbox::ConnInfo(const std::string& dbname) const {
+  return "host=" + host_ + " port=" + std::to_string(port_) + " user=postgres dbname=" + dbname;
+}
+
+Status PgSandbox::Exec(const std::string& sql) const {
+  auto r = Run(ConnInfo(), sql);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+Result<std::vector<PgSandbox::Row>> PgSandbox::Query(const std::string& sql) const {
+  auto r = Run(ConnInfo(), sql);
+  if (!r.ok()) return r.status();
+  PGresult* res = r->get();
+  std::vector<Row> rows;
+  const int nrows = PQntuples(res);
+  const int ncols = PQnfields(res);
+  rows.reserve(nrows);
+  for (int i = 0; i < nrows; ++i) {
+    Row row;
+    row.reserve(ncols);
+    for (int j = 0; j < ncols; ++j) {
+      if (PQgetisnull(res, i, j))
+        row.emplace_back(std::nullopt);
+      else
+        row.emplace_back(std::string(PQgetvalue(res, i, j), PQgetlength(res, i, j)));
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Result<std::string> PgSandbox::QueryValue(const std::string& sql) const {
+  auto rows = Query(sql);
+  if (!rows.ok()) return rows.status();
+  if (rows->empty() || rows->front().empty())
+    return Status::Internal("query returned no rows: " + SqlForMessage(sql));
+  if (!rows->front().front()) return Status::Internal("query returned NULL: " + SqlForMessage(sql));
+  return *rows->front().front();
+}
+
+}  // namespace walrelay::devtools

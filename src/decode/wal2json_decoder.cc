@@ -45,9 +45,8 @@ Status ReadColumns(const JsonValue& array, Lsn at, const char* field, std::vecto
       col.kind = ValueKind::kBool;
       col.text = value->GetBool() ? "true" : "false";
     } else if (value->IsString()) {
-      // Numbers arrive as strings too (kParseNumbersAsStringsFlag); the raw token starts with
-      // a digit or '-', which a JSON string token cannot be told apart from after parsing, so
-      // the type tells them apart: wal2json prints numeric types unquoted.
+      // Numbers arrive as strings too (kParseNumbersAsStringsFlag keeps their digits); the
+      // column type tells them apart afterwards (see mark_numbers below).
       col.kind = ValueKind::kString;
       col.text.assign(value->GetString(), value->GetStringLength());
     } else {

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "devtools/child_process.h"
+#include "pg/pg_handles.h"
 
 namespace walrelay::devtools {
 namespace {
@@ -32,15 +33,6 @@ namespace fs = std::filesystem;
 constexpr int kMinMajorVersion = 15;
 constexpr const char* kInstallHint =
     "install postgresql-15 and postgresql-15-wal2json: scripts/install-deps.sh";
-
-struct PgConnDeleter {
-  void operator()(PGconn* c) const { PQfinish(c); }
-};
-struct PgResultDeleter {
-  void operator()(PGresult* r) const { PQclear(r); }
-};
-using PgConnPtr = std::unique_ptr<PGconn, PgConnDeleter>;
-using PgResultPtr = std::unique_ptr<PGresult, PgResultDeleter>;
 
 // Closes a socket descriptor on scope exit.
 class ScopedFd {

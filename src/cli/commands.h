@@ -17,6 +17,12 @@ enum ExitCode : int {
   kExitKafka = 5,
   kExitTransform = 6,
   kExitDecode = 7,
+  kExitWalLevel = 10,
+  kExitNoReplicationRole = 11,
+  kExitTableMissing = 12,
+  kExitSlotMissing = 13,
+  kExitSlotInvalidated = 14,
+  kExitSlotWrongPlugin = 15,
 };
 
 int ExitCodeFor(const Status& status);

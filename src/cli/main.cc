@@ -26,6 +26,14 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kDecode:
     case ErrorCode::kProtocol: return kExitDecode;
     case ErrorCode::kInternal: return kExitInternal;
+    case ErrorCode::kAuthentication: return kExitConnection;
+    case ErrorCode::kSlotInUse: return kExitSetup;
+    case ErrorCode::kWalLevel: return kExitWalLevel;
+    case ErrorCode::kNoReplicationRole: return kExitNoReplicationRole;
+    case ErrorCode::kTableMissing: return kExitTableMissing;
+    case ErrorCode::kSlotMissing: return kExitSlotMissing;
+    case ErrorCode::kSlotInvalidated: return kExitSlotInvalidated;
+    case ErrorCode::kSlotWrongPlugin: return kExitSlotWrongPlugin;
   }
   return kExitInternal;
 }

@@ -13,6 +13,14 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kKafka: return "kafka error";
     case ErrorCode::kPrecondition: return "setup error";
     case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kWalLevel:
+    case ErrorCode::kNoReplicationRole:
+    case ErrorCode::kTableMissing:
+    case ErrorCode::kSlotMissing:
+    case ErrorCode::kSlotInvalidated:
+    case ErrorCode::kSlotWrongPlugin:
+    case ErrorCode::kSlotInUse: return "setup error";
+    case ErrorCode::kAuthentication: return "authentication error";
   }
   return "error";
 }

@@ -22,8 +22,17 @@ enum class ErrorCode {
   kDecode,       // wal2json output we cannot parse
   kTransform,    // a transform rejected a record
   kKafka,        // Kafka rejected a record or the producer failed
-  kPrecondition, // server-side setup is wrong (wal_level, slot plugin, table, privileges)
+  kPrecondition, // server-side setup is wrong (slot in another database, held elsewhere, ...)
   kInternal,
+  // Setup problems each get their own class, so scripts can tell them apart by exit code.
+  kWalLevel,          // wal_level is not logical
+  kNoReplicationRole, // the user lacks REPLICATION
+  kTableMissing,      // an included table does not exist
+  kSlotMissing,       // the slot does not exist and slot.create=false
+  kSlotInvalidated,   // the slot's WAL is gone (wal_status lost)
+  kSlotWrongPlugin,   // the slot uses another output plugin
+  kAuthentication,    // PostgreSQL refused the login (password, pg_hba, unknown role/db)
+  kSlotInUse,         // another process streams from the slot (a standby waits for it)
 };
 
 const char* ErrorCodeName(ErrorCode code);
@@ -42,6 +51,9 @@ class [[nodiscard]] Status {
   static Status Kafka(std::string m) { return {ErrorCode::kKafka, std::move(m)}; }
   static Status Precondition(std::string m) { return {ErrorCode::kPrecondition, std::move(m)}; }
   static Status Internal(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
+
+  // True for failures that waiting and reconnecting can cure.
+  bool IsRetriableConnection() const { return code_ == ErrorCode::kConnection; }
 
   bool ok() const { return code_ == ErrorCode::kOk; }
   ErrorCode code() const { return code_; }

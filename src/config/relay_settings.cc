@@ -12,7 +12,9 @@ constexpr const char* kAcceptedWithoutEffect[] = {
     "time.precision.mode", "decimal.handling.mode", "binary.handling.mode", "max.batch.size",
     "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
     "schema.include.list", "include.schema.changes", "database.server.name", "database.tcpKeepAlive",
-    "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms",
+    "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms", "slot.max.retries",
+    "errors.log.enable", "errors.log.include.messages", "retriable.restart.connector.wait.ms",
+    "errors.deadletterqueue.topic.replication.factor",
 };
 
 bool IsPlainTableName(const std::string& s) {
@@ -101,6 +103,9 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto drop = p.GetBool("slot.drop.on.stop", false);
   if (!drop.ok()) return drop.status();
   s.slot_drop_on_stop = *drop;
+  auto create = p.GetBool("slot.create", true);
+  if (!create.ok()) return create.status();
+  s.slot_create = *create;
 
   s.table_include = p.GetList("table.include.list", {"public.outbox"});
   if (s.table_include.empty()) return Status::Config("'table.include.list' must name at least one table");
@@ -128,10 +133,45 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   if (!shutdown.ok()) return shutdown.status();
   s.shutdown_timeout_ms = *shutdown;
 
+  struct IntKey {
+    const char* key;
+    int64_t def, min, max;
+    int64_t* out;
+  };
+  for (const IntKey& k : std::initializer_list<IntKey>{
+           {"reconnect.backoff.initial.ms", 500, 1, 3600000, &s.reconnect_backoff_initial_ms},
+           {"reconnect.backoff.max.ms", 30000, 1, 3600000, &s.reconnect_backoff_max_ms},
+           {"errors.max.retries", -1, -1, INT32_MAX, &s.errors_max_retries},
+           {"slot.retry.delay.ms", 10000, 1, 3600000, &s.standby_retry_ms},
+           {"errors.retry.timeout", -1, -1, INT32_MAX, &s.errors_retry_timeout_ms},
+           {"errors.retry.delay.max.ms", 60000, 1, 3600000, &s.errors_retry_delay_max_ms}}) {
+    auto v = p.GetInt(k.key, k.def, k.min, k.max);
+    if (!v.ok()) return v.status();
+    *k.out = *v;
+  }
+  if (s.reconnect_backoff_max_ms < s.reconnect_backoff_initial_ms) {
+    return Status::Config("'reconnect.backoff.max.ms' must not be below 'reconnect.backoff.initial.ms'");
+  }
+  auto tolerance = p.GetEnum("errors.tolerance", "none", {"none", "all"});
+  if (!tolerance.ok()) return tolerance.status();
+  s.errors_tolerance_all = *tolerance == "all";
+  s.dead_letter_topic = Trim(p.GetString("errors.deadletterqueue.topic.name", ""));
+  auto context_headers = p.GetBool("errors.deadletterqueue.context.headers.enable", true);
+  if (!context_headers.ok()) return context_headers.status();
+  s.dead_letter_context_headers = *context_headers;
+  if (!s.dead_letter_topic.empty() && !s.errors_tolerance_all) {
+    return Status::Config("'errors.deadletterqueue.topic.name' is set but 'errors.tolerance' is "
+                          "'none'; set errors.tolerance=all to route failed records to it");
+  }
+
   // Defaults chosen so records survive broker failover and land where Java producers put them.
+  // Retriable failures (broker down, leader moves) are retried by librdkafka, in order, for
+  // errors.retry.timeout; by default until delivered, so an outage holds records, never drops.
   s.kafka = {{"enable.idempotence", "true"},
              {"acks", "all"},
-             {"partitioner", "murmur2_random"}};
+             {"partitioner", "murmur2_random"},
+             {"message.timeout.ms",
+              s.errors_retry_timeout_ms > 0 ? std::to_string(s.errors_retry_timeout_ms) : "0"}};
   for (const auto& [key, value] : p.values()) {
     if (key.rfind("kafka.", 0) == 0) {
       p.MarkRead(key);

@@ -29,6 +29,20 @@ struct RelaySettings {
   int64_t max_queue_size_bytes = 0;  // 0 = no byte limit
   int64_t shutdown_timeout_ms = 30000;
   bool slot_drop_on_stop = false;
+  bool slot_create = true;
+
+  // Reconnecting to PostgreSQL and waiting as a standby.
+  int64_t reconnect_backoff_initial_ms = 500;
+  int64_t reconnect_backoff_max_ms = 30000;
+  int64_t errors_max_retries = -1;  // consecutive failed reconnects before giving up; -1 = never
+  int64_t standby_retry_ms = 10000;  // slot.retry.delay.ms: how often a standby checks the slot
+
+  // Kafka Connect's error policy for records the chain or Kafka cannot handle.
+  bool errors_tolerance_all = false;
+  std::string dead_letter_topic;  // errors.deadletterqueue.topic.name; "" = none
+  bool dead_letter_context_headers = true;
+  int64_t errors_retry_timeout_ms = -1;  // -1 or 0 = retry retriable Kafka failures until delivered
+  int64_t errors_retry_delay_max_ms = 60000;
 
   // librdkafka properties (the `kafka.` keys without the prefix, plus walrelay's defaults).
   std::map<std::string, std::string> kafka;

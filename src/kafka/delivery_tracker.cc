@@ -4,8 +4,8 @@ namespace walrelay {
 
 void DeliveryTracker::BeginTransaction() { transaction_open_ = true; }
 
-uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes) {
-  entries_.push_back(Entry{State::kPending, lsn, bytes});
+uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes, std::string table) {
+  entries_.push_back(Entry{State::kPending, Source{lsn, std::move(table)}, bytes});
   ++inflight_records_;
   inflight_bytes_ += bytes;
   return first_ticket_ + entries_.size() - 1;
@@ -13,8 +13,14 @@ uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes) {
 
 void DeliveryTracker::CommitTransaction(Lsn end_lsn) {
   transaction_open_ = false;
-  entries_.push_back(Entry{State::kCommit, end_lsn, 0});
+  entries_.push_back(Entry{State::kCommit, Source{end_lsn, {}}, 0});
   Advance();
+}
+
+const DeliveryTracker::Source* DeliveryTracker::SourceOf(uint64_t ticket) const {
+  if (ticket < first_ticket_ || ticket - first_ticket_ >= entries_.size()) return nullptr;
+  const Entry& e = entries_[ticket - first_ticket_];
+  return e.state == State::kPending ? &e.source : nullptr;
 }
 
 DeliveryTracker::Entry* DeliveryTracker::Find(uint64_t ticket) {
@@ -37,7 +43,7 @@ void DeliveryTracker::Fail(uint64_t ticket, std::string error) {
   e->state = State::kFailed;
   --inflight_records_;
   inflight_bytes_ -= e->bytes;
-  if (!failure_) failure_ = FailedDelivery{e->lsn, std::move(error)};
+  if (!failure_) failure_ = FailedDelivery{e->source.lsn, std::move(error)};
 }
 
 void DeliveryTracker::ServerPosition(Lsn wal_end) {
@@ -48,7 +54,9 @@ void DeliveryTracker::Advance() {
   while (!entries_.empty()) {
     Entry& front = entries_.front();
     if (front.state == State::kPending || front.state == State::kFailed) return;
-    if (front.state == State::kCommit && front.lsn > confirmable_) confirmable_ = front.lsn;
+    if (front.state == State::kCommit && front.source.lsn > confirmable_) {
+      confirmable_ = front.source.lsn;
+    }
     entries_.pop_front();
     ++first_ticket_;
   }

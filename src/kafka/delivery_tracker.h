@@ -34,7 +34,15 @@ class DeliveryTracker {
 
   void BeginTransaction();
   // Registers one record handed to the producer; returns the ticket to pass back on delivery.
-  uint64_t AddRecord(Lsn lsn, size_t bytes);
+  uint64_t AddRecord(Lsn lsn, size_t bytes, std::string table = {});
+  // Where a pending record came from (for dead-letter headers); nullptr once settled.
+  struct Source {
+    Lsn lsn;
+    std::string table;
+  };
+  const Source* SourceOf(uint64_t ticket) const;
+  // The replication stream restarted: a transaction that was open is replayed from its start.
+  void StreamRestarted() { transaction_open_ = false; }
   // The transaction ends; its end LSN becomes confirmable once its records are acknowledged.
   void CommitTransaction(Lsn end_lsn);
 
@@ -55,7 +63,7 @@ class DeliveryTracker {
   enum class State : uint8_t { kPending, kAcked, kFailed, kCommit };
   struct Entry {
     State state;
-    Lsn lsn;  // record: row LSN; commit marker: end LSN of the commit record
+    Source source;  // record: row LSN and table; commit marker: end LSN of the commit record
     size_t bytes = 0;
   };
   Entry* Find(uint64_t ticket);

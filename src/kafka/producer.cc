@@ -65,6 +65,15 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
   if (!rk) return Status::Config(std::string("cannot create the Kafka producer: ") + errstr);
   conf.release();  // rd_kafka_new took ownership
+  char max_bytes[32];
+  size_t max_bytes_len = sizeof max_bytes;
+  long message_max = 1000000;
+  if (rd_kafka_conf_get(rd_kafka_conf(rk), "message.max.bytes", max_bytes, &max_bytes_len) ==
+      RD_KAFKA_CONF_OK) {
+    message_max = std::atol(max_bytes);
+  }
+  // Headers, key and record overhead must fit beside the value.
+  producer->max_value_bytes_ = static_cast<size_t>(std::max(0L, message_max - 16384));
   producer->rk_.reset(rk);
   producer->main_queue_.reset(rd_kafka_queue_get_main(rk));
 
@@ -84,7 +93,7 @@ KafkaProducer::~KafkaProducer() {
   if (event_write_fd_ >= 0) close(event_write_fd_);
 }
 
-Status KafkaProducer::Produce(const Record& record, uint64_t ticket) {
+Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code) {
   std::unique_ptr<rd_kafka_headers_t, HeadersDeleter> headers;
   if (!record.headers.empty()) {
     headers.reset(rd_kafka_headers_new(record.headers.size()));
@@ -117,13 +126,15 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket) {
       rd_kafka_poll(rk_.get(), 100);
       continue;
     }
+    if (error_code) *error_code = err;
     return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + rd_kafka_err2str(err));
   }
 }
 
 void KafkaProducer::OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
-  DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {}};
+  DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {},
+                        {}};
   if (m->err) {
     std::string id;
     rd_kafka_headers_t* hdrs = nullptr;
@@ -136,6 +147,25 @@ void KafkaProducer::OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* o
     report.description = id + "(topic '" + rd_kafka_topic_name(m->rkt) + "', partition " +
                          std::to_string(m->partition) + ", key " +
                          (m->key ? "'" + Printable(m->key, m->key_len) + "'" : "null") + ")";
+    Record& failed = report.failed;
+    failed.topic = rd_kafka_topic_name(m->rkt);
+    if (m->key) failed.key.emplace(static_cast<const char*>(m->key), m->key_len);
+    if (m->payload) failed.value.emplace(static_cast<const char*>(m->payload), m->len);
+    rd_kafka_timestamp_type_t ts_type;
+    failed.timestamp_ms = rd_kafka_message_timestamp(m, &ts_type);
+    if (hdrs) {
+      const char* name = nullptr;
+      const void* value = nullptr;
+      size_t size = 0;
+      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) ==
+                         RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++i) {
+        failed.headers.push_back(
+            Header{name, value ? std::optional<std::string>(std::string(
+                                     static_cast<const char*>(value), size))
+                               : std::nullopt});
+      }
+    }
   }
   self->handler_(report);
 }

@@ -24,6 +24,7 @@ struct DeliveryReport {
   uint64_t ticket;
   rd_kafka_resp_err_t error;  // RD_KAFKA_RESP_ERR_NO_ERROR when Kafka acknowledged it
   std::string description;    // "event id X (topic T, partition P, key K)" when it failed
+  Record failed;              // when it failed: topic, key, value and headers, for a dead letter
 };
 
 class KafkaProducer {
@@ -37,7 +38,10 @@ class KafkaProducer {
   KafkaProducer(const KafkaProducer&) = delete;
   KafkaProducer& operator=(const KafkaProducer&) = delete;
 
-  Status Produce(const Record& record, uint64_t ticket);
+  // Errors carry librdkafka's code in `error_code` when the caller needs to classify them.
+  Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code = nullptr);
+  // The largest value that fits message.max.bytes with room for dead-letter headers.
+  size_t MaxValueBytes() const { return max_value_bytes_; }
   // Serves waiting delivery reports without blocking; returns how many were served.
   int Poll();
   int event_fd() const { return event_read_fd_; }
@@ -64,6 +68,7 @@ class KafkaProducer {
   DeliveryHandler handler_;
   int event_read_fd_ = -1;
   int event_write_fd_ = -1;
+  size_t max_value_bytes_ = 0;
 };
 
 // Human-readable identity of a record for error messages: its `id` header, topic and key.

@@ -15,23 +15,31 @@ Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
   report.slot = *slot;
 
   if (server->wal_level != "logical") {
-    return Status::Precondition("wal_level is '" + server->wal_level +
+    return Status(ErrorCode::kWalLevel, "wal_level is '" + server->wal_level +
                                 "'; logical decoding needs wal_level=logical in postgresql.conf "
                                 "(then restart PostgreSQL)");
   }
   if (!server->can_replicate) {
-    return Status::Precondition("the user in 'database.user' lacks the REPLICATION privilege; "
+    return Status(ErrorCode::kNoReplicationRole, "the user in 'database.user' lacks the REPLICATION privilege; "
                                 "run ALTER ROLE <user> WITH REPLICATION");
   }
   if (!missing->empty()) {
-    return Status::Precondition("table " + missing->front() +
+    return Status(ErrorCode::kTableMissing, "table " + missing->front() +
                                 " (from 'table.include.list') does not exist in database '" +
                                 settings.dbname + "'; create it (see docs/outbox.sql) or fix the key");
   }
-  if (!slot->exists) return Status::Ok();
+  if (!slot->exists) {
+    if (!settings.slot_create) {
+      return Status(ErrorCode::kSlotMissing,
+                    "replication slot '" + settings.slot_name + "' does not exist and slot.create="
+                    "false; create it with SELECT pg_create_logical_replication_slot('" +
+                        settings.slot_name + "', 'wal2json') or set slot.create=true");
+    }
+    return Status::Ok();
+  }
   const std::string name = "replication slot '" + settings.slot_name + "'";
   if (slot->plugin != "wal2json") {
-    return Status::Precondition(name + " uses plugin '" + slot->plugin +
+    return Status(ErrorCode::kSlotWrongPlugin, name + " uses plugin '" + slot->plugin +
                                 "', not wal2json; drop it or set 'slot.name' to another slot");
   }
   if (slot->database != settings.dbname) {
@@ -39,12 +47,12 @@ Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
                                 settings.dbname + "'");
   }
   if (slot->wal_status == "lost") {
-    return Status::Precondition(name + " was invalidated (wal_status lost): the WAL it needed is "
+    return Status(ErrorCode::kSlotInvalidated, name + " was invalidated (wal_status lost): the WAL it needed is "
                                 "gone. Drop and recreate it; changes after its confirmed LSN " +
                                 slot->confirmed_flush.ToString() + " cannot be read from it");
   }
   if (slot->active) {
-    return Status::Precondition(name + " is in use by another process (pid " +
+    return Status(ErrorCode::kSlotInUse, name + " is in use by another process (pid " +
                                 std::to_string(slot->active_pid.value_or(0)) + ")");
   }
   return Status::Ok();

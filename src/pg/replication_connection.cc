@@ -38,8 +38,16 @@ Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings
   if (!conn) return Status::Connection("out of memory connecting to PostgreSQL at " + where);
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     // libpq's text names host and user but never the password.
-    return Status::Connection("cannot connect to PostgreSQL at " + where + ": " +
-                              Trimmed(PQerrorMessage(conn.get())));
+    const std::string message = Trimmed(PQerrorMessage(conn.get()));
+    // A server that answered and refused us will refuse again: do not retry those.
+    for (const char* refusal : {"authentication failed", "no pg_hba.conf entry", "does not exist",
+                                "certificate", "SSL", "permission denied", "password"}) {
+      if (message.find(refusal) != std::string::npos) {
+        return Status(ErrorCode::kAuthentication,
+                      "PostgreSQL at " + where + " refused the connection: " + message);
+      }
+    }
+    return Status::Connection("cannot connect to PostgreSQL at " + where + ": " + message);
   }
   return ReplicationConnection(std::move(conn), where);
 }

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 
 #include "pg/preflight.h"
 #include "pg/wire_messages.h"
@@ -23,6 +23,17 @@ int64_t NowMillis() {
 
 }  // namespace
 
+const char* RelayStateName(RelayState state) {
+  switch (state) {
+    case RelayState::kConnecting: return "CONNECTING";
+    case RelayState::kStandby: return "STANDBY";
+    case RelayState::kStreaming: return "STREAMING";
+    case RelayState::kStopping: return "STOPPING";
+    case RelayState::kStopped: return "STOPPED";
+  }
+  return "?";
+}
+
 Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
     : settings_(std::move(settings)),
       io_(io),
@@ -30,7 +41,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       kafka_events_(io),
       status_timer_(io),
       poll_timer_(io),
-      shutdown_timer_(io) {
+      shutdown_timer_(io),
+      connect_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
@@ -38,75 +50,156 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
 
 Relay::~Relay() = default;
 
-Status Relay::Prepare() {
+Status Relay::Run() {
+  auto chain = TransformChain::Build(settings_.properties);
+  if (!chain.ok()) {
+    spdlog::error("{}", chain.status().ToString());
+    return chain.status();
+  }
+  chain_.emplace(std::move(chain).value());
+  for (const auto& key : settings_.properties.UnreadKeys()) {
+    spdlog::warn("unknown configuration key '{}' is ignored", key);
+  }
+  auto producer = KafkaProducer::Create(
+      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); });
+  if (!producer.ok()) {
+    spdlog::error("{}", producer.status().ToString());
+    return producer.status();
+  }
+  producer_ = std::move(producer).value();
+  kafka_events_.assign(dup(producer_->event_fd()));
+  WaitForKafkaEvents();
+  ArmPollTimer();
+  ArmStatusTimer();
+  TryConnect();
+  io_.run();
+  state_ = RelayState::kStopped;
+  return final_status_;
+}
+
+// --- Connecting, reconnecting, standby -----------------------------------------------------
+
+Status Relay::Connect() {
   auto conn = ReplicationConnection::Connect(settings_);
   if (!conn.ok()) return conn.status();
   conn_.emplace(std::move(conn).value());
 
   PreflightReport report;
   WALRELAY_RETURN_IF_ERROR(RunPreflight(*conn_, settings_, report));
+  Lsn slot_position = report.slot.confirmed_flush;
   if (!report.slot.exists) {
     auto created = conn_->CreateSlot(settings_.slot_name);
     if (!created.ok()) {
+      // Another relay may have created it in the meantime: then it is simply busy.
       return Status::Precondition("cannot create replication slot '" + settings_.slot_name +
                                   "' with plugin wal2json: " + created.status().message());
     }
     spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
                  created->ToString());
-    tracker_ = DeliveryTracker(*created);
+    slot_position = *created;
+  }
+  if (!tracker_initialised_) {
+    tracker_ = DeliveryTracker(slot_position);
+    tracker_initialised_ = true;
   } else {
-    tracker_ = DeliveryTracker(report.slot.confirmed_flush);
-    spdlog::info("using replication slot '{}', confirmed up to LSN {}", settings_.slot_name,
-                 report.slot.confirmed_flush.ToString());
+    // Records still in flight stay tracked; the server replays from the slot's position, so
+    // a transaction that was open when the connection broke is sent again from its start.
+    tracker_.StreamRestarted();
   }
-
-  auto chain = TransformChain::Build(settings_.properties);
-  if (!chain.ok()) return chain.status();
-  chain_.emplace(std::move(chain).value());
-  for (const auto& key : settings_.properties.UnreadKeys()) {
-    spdlog::warn("unknown configuration key '{}' is ignored", key);
-  }
-
-  auto producer = KafkaProducer::Create(
-      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); });
-  if (!producer.ok()) return producer.status();
-  producer_ = std::move(producer).value();
-
   const std::string add_tables = settings_.Wal2JsonAddTables();
-  WALRELAY_RETURN_IF_ERROR(conn_->StartReplication(settings_.slot_name, Lsn(), add_tables));
-  confirmed_lsn_ = tracker_.confirmable().value();
-  streaming_ = true;
-  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) to Kafka at {}",
+  if (Status st = conn_->StartReplication(settings_.slot_name, Lsn(), add_tables); !st.ok()) {
+    // The slot can be taken between the preflight and START_REPLICATION.
+    if (st.message().find("is active for PID") != std::string::npos) {
+      return Status(ErrorCode::kSlotInUse, st.message());
+    }
+    return st;
+  }
+  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
                settings_.slot_name, settings_.dbname,
                add_tables.empty() ? "filtered by regex" : add_tables,
-               settings_.kafka["bootstrap.servers"]);
+               slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
   return Status::Ok();
 }
 
-Status Relay::Run() {
-  if (Status st = Prepare(); !st.ok()) {
-    spdlog::error("{}", st.ToString());
-    streaming_ = false;
-    return st;
+void Relay::TryConnect() {
+  if (stopping_) return;
+  const RelayState before = state_.load();
+  Status st = Connect();
+  if (st.ok()) {
+    consecutive_failures_ = 0;
+    pg_socket_.assign(dup(conn_->socket()));  // our own fd: closing it never closes libpq's
+    state_ = RelayState::kStreaming;
+    confirmed_lsn_ = tracker_.confirmable().value();
+    if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
+    Pump();
+    return;
   }
-  // Our own descriptor for libpq's socket, so closing it never closes libpq's.
-  pg_socket_.assign(dup(conn_->socket()));
-  kafka_events_.assign(dup(producer_->event_fd()));
-  WaitForKafkaEvents();
-  ArmStatusTimer();
-  ArmPollTimer();
-  Pump();
-  io_.run();
-  streaming_ = false;
-  return final_status_;
+  CloseConnection();
+  if (st.code() == ErrorCode::kSlotInUse) {
+    if (before != RelayState::kStandby) {
+      spdlog::info("standby: {}; checking again every {} ms (slot.retry.delay.ms) and taking over "
+                   "when it is released",
+                   st.message(), settings_.standby_retry_ms);
+    }
+    state_ = RelayState::kStandby;
+    return ScheduleConnect(std::chrono::milliseconds(settings_.standby_retry_ms));
+  }
+  if (!st.IsRetriableConnection()) return Fail(st);
+  ++consecutive_failures_;
+  if (settings_.errors_max_retries >= 0 && consecutive_failures_ > settings_.errors_max_retries) {
+    return Fail(st.WithContext("giving up after " + std::to_string(settings_.errors_max_retries) +
+                               " retries (errors.max.retries)"));
+  }
+  if (consecutive_failures_ == 1) {
+    spdlog::warn("{}; retrying with backoff up to {} ms", st.message(),
+                 settings_.reconnect_backoff_max_ms);
+  } else {
+    spdlog::debug("reconnect attempt {} failed: {}", consecutive_failures_, st.message());
+  }
+  state_ = RelayState::kConnecting;
+  ScheduleConnect(NextBackoff());
 }
 
-void Relay::RequestStop() {
-  boost::asio::post(io_, [this] {
-    if (!stopping_) spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
-    BeginShutdown();
+std::chrono::milliseconds Relay::NextBackoff() {
+  // Exponential, capped, with "equal jitter" so a fleet of relays does not reconnect in step.
+  const int shift = std::min(consecutive_failures_ - 1, 20);
+  const int64_t ceiling = std::min(settings_.reconnect_backoff_max_ms,
+                                   settings_.reconnect_backoff_initial_ms << std::max(shift, 0));
+  std::uniform_int_distribution<int64_t> half(0, ceiling / 2);
+  return std::chrono::milliseconds(ceiling - ceiling / 2 + half(jitter_));
+}
+
+void Relay::ScheduleConnect(std::chrono::milliseconds delay) {
+  connect_timer_.expires_after(delay);
+  connect_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) TryConnect();
   });
 }
+
+void Relay::CloseConnection() {
+  boost::system::error_code ignored;
+  pg_socket_.cancel(ignored);
+  pg_socket_.close(ignored);
+  socket_wait_armed_ = false;
+  conn_.reset();
+}
+
+void Relay::ConnectionLost(const Status& cause) {
+  spdlog::warn("lost the replication connection: {}; reconnecting with backoff, {} records "
+               "still in flight to Kafka",
+               cause.message(), tracker_.inflight_records());
+  CloseConnection();
+  state_ = RelayState::kConnecting;
+  consecutive_failures_ = 1;
+  ScheduleConnect(NextBackoff());
+}
+
+void Relay::OnStreamError(Status status) {
+  if (status.IsRetriableConnection() && !stopping_) return ConnectionLost(status);
+  Fail(std::move(status));
+}
+
+// --- Streaming -----------------------------------------------------------------------------
 
 bool Relay::Backpressured() const {
   if (static_cast<int64_t>(tracker_.inflight_records()) >= settings_.max_queue_size) return true;
@@ -117,12 +210,12 @@ bool Relay::Backpressured() const {
 void Relay::Pump() {
   pump_scheduled_ = false;
   for (int handled = 0; handled < kMessagesPerTurn; ++handled) {
-    if (stopping_ || Backpressured()) return;  // delivery reports resume the pump
+    if (stopping_ || state_ != RelayState::kStreaming || Backpressured()) return;
     std::string_view message;
     auto read = conn_->ReadMessage(message);
-    if (!read.ok()) return Fail(read.status());
+    if (!read.ok()) return OnStreamError(read.status());
     if (*read == ReplicationConnection::ReadStatus::kEnded) {
-      return Fail(Status::Connection("the server ended the replication stream"));
+      return OnStreamError(Status::Connection("the server ended the replication stream"));
     }
     if (*read == ReplicationConnection::ReadStatus::kWouldBlock) return WaitForSocket();
     if (Status st = HandleMessage(message); !st.ok()) return Fail(st);
@@ -138,8 +231,8 @@ void Relay::WaitForSocket() {
   pg_socket_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
                         [this](const boost::system::error_code& ec) {
                           socket_wait_armed_ = false;
-                          if (ec || stopping_) return;
-                          if (Status st = conn_->ConsumeInput(); !st.ok()) return Fail(st);
+                          if (ec || stopping_ || !conn_) return;
+                          if (Status st = conn_->ConsumeInput(); !st.ok()) return OnStreamError(st);
                           Pump();
                         });
 }
@@ -168,16 +261,18 @@ void Relay::ArmStatusTimer() {
   status_timer_.expires_after(std::chrono::milliseconds(settings_.status_update_interval_ms));
   status_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || finished_) return;
-    SendStatus(true);
+    if (state_ == RelayState::kStreaming || (stopping_ && conn_)) SendStatus();
     ArmStatusTimer();
   });
 }
 
-void Relay::SendStatus(bool reply_to_server) {
-  (void)reply_to_server;
+void Relay::SendStatus() {
+  if (!conn_) return;
   const Lsn flush = tracker_.confirmable();
   const Lsn write = std::max(received_lsn_, flush);
-  if (Status st = conn_->SendStandbyStatus(write, flush, false); !st.ok()) return Fail(st);
+  if (Status st = conn_->SendStandbyStatus(write, flush, false); !st.ok()) {
+    return OnStreamError(st);
+  }
   if (flush != last_sent_flush_) {
     spdlog::debug("confirmed LSN {} to the server", flush.ToString());
     last_sent_flush_ = flush;
@@ -193,7 +288,7 @@ Status Relay::HandleMessage(std::string_view message) {
     // Everything committed before walEnd has been streamed already; while nothing is in flight
     // that position is safe to confirm, so an idle outbox does not pin WAL.
     tracker_.ServerPosition(keepalive->wal_end);
-    if (keepalive->reply_requested) SendStatus(true);
+    if (keepalive->reply_requested) SendStatus();
     return Status::Ok();
   }
   if (message[0] != 'w') {
@@ -226,19 +321,68 @@ Status Relay::HandleChange(const RowChange& change) {
   Record record = MakeSourceRecord(change, source_context_);
   auto outcome = chain_->Apply(record);
   if (!outcome.ok()) {
-    return outcome.status().WithContext("row of " + table + " at LSN " + change.lsn.ToString());
+    // The dead letter carries the row as the change event it came in as.
+    Record original = MakeSourceRecord(change, source_context_);
+    original.value = SerializeChangeEvent(change, source_context_, NowMillis());
+    const std::string id = record.FindHeader("id") && record.FindHeader("id")->value
+                               ? " (event id " + *record.FindHeader("id")->value + ")"
+                               : "";
+    FailureContext failure{"TRANSFORMATION", "transform chain", "walrelay.TransformError",
+                           outcome.status().message(), settings_.name, change.lsn, table};
+    return ApplyErrorPolicy(original, failure,
+                            outcome.status().WithContext("row of " + table + id + " at LSN " +
+                                                         change.lsn.ToString()),
+                            std::nullopt);
   }
   if (*outcome == TransformOutcome::kDrop) return Status::Ok();
   if (record.change) {
     record.value = SerializeChangeEvent(*record.change, source_context_, NowMillis());
     record.change = nullptr;
   }
+  return Produce(record, table);
+}
+
+Status Relay::Produce(Record& record, const std::string& table) {
   const size_t bytes = record.topic.size() + (record.key ? record.key->size() : 0) +
                        (record.value ? record.value->size() : 0);
-  const uint64_t ticket = tracker_.AddRecord(change.lsn, bytes);
-  if (Status st = producer_->Produce(record, ticket); !st.ok()) {
-    tracker_.Fail(ticket, st.message());
-    return st.WithContext("row of " + table + " at LSN " + change.lsn.ToString());
+  const uint64_t ticket = tracker_.AddRecord(record.source.lsn, bytes, table);
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Status st = producer_->Produce(record, ticket, &code);
+  if (st.ok()) return st;
+  FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(code), st.message(),
+                         settings_.name, record.source.lsn, table};
+  return ApplyErrorPolicy(record, failure,
+                          st.WithContext("row of " + table + " at LSN " +
+                                         record.source.lsn.ToString()),
+                          ticket);
+}
+
+Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
+                               std::optional<uint64_t> ticket) {
+  if (!settings_.errors_tolerance_all) {
+    if (ticket) tracker_.Fail(*ticket, error.message());
+    return error;
+  }
+  if (settings_.dead_letter_topic.empty()) {
+    // Kafka Connect's errors.tolerance=all without a dead-letter queue: log and skip.
+    spdlog::warn("skipping {} (errors.tolerance=all, no dead-letter topic): {}",
+                 DescribeRecord(record), error.message());
+    if (ticket) tracker_.Acknowledge(*ticket);
+    return Status::Ok();
+  }
+  Record dead = MakeDeadLetterRecord(record, failure, settings_.dead_letter_topic,
+                                     settings_.dead_letter_context_headers,
+                                     producer_->MaxValueBytes());
+  spdlog::warn("sending {} to dead-letter topic '{}': {}", DescribeRecord(record),
+               settings_.dead_letter_topic, error.message());
+  // The dead letter takes the failed record's place in the ledger, so the row's LSN is
+  // confirmed only once the dead letter is acknowledged.
+  const uint64_t dead_ticket =
+      ticket ? *ticket : tracker_.AddRecord(failure.lsn, dead.value ? dead.value->size() : 0,
+                                            failure.table);
+  if (Status st = producer_->Produce(dead, dead_ticket); !st.ok()) {
+    tracker_.Fail(dead_ticket, st.message());
+    return st.WithContext("dead-letter topic '" + settings_.dead_letter_topic + "'");
   }
   return Status::Ok();
 }
@@ -246,23 +390,49 @@ Status Relay::HandleChange(const RowChange& change) {
 void Relay::OnDelivery(const DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     tracker_.Acknowledge(report.ticket);
+  } else if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+             report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    tracker_.Fail(report.ticket, "purged at shutdown");
   } else {
-    const bool first = !tracker_.failure().has_value();
-    tracker_.Fail(report.ticket, report.description + ": " + rd_kafka_err2str(report.error));
-    if (first && report.error != RD_KAFKA_RESP_ERR__PURGE_QUEUE &&
-        report.error != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
-      const FailedDelivery& f = *tracker_.failure();
-      Fail(Status::Kafka("Kafka did not accept " + f.error + "; the row is at LSN " +
-                         f.lsn.ToString() + "; the slot stays confirmed at " +
-                         tracker_.confirmable().ToString() + " so it is sent again after a restart"));
+    const std::string reason = report.description + ": " + rd_kafka_err2str(report.error);
+    const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
+    const bool dead_letter_failed =
+        !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
+    Status error = Status::Kafka("Kafka did not accept " + reason);
+    Status outcome = error;
+    if (source && !dead_letter_failed) {
+      FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(report.error),
+                             rd_kafka_err2str(report.error), settings_.name, source->lsn,
+                             source->table};
+      const Lsn lsn = source->lsn;
+      outcome = ApplyErrorPolicy(report.failed, failure, error, report.ticket);
+      if (!outcome.ok()) {
+        outcome = Status::Kafka("Kafka did not accept " + reason + "; the row is at LSN " +
+                                lsn.ToString() + "; the slot stays confirmed at " +
+                                tracker_.confirmable().ToString() +
+                                " so it is sent again after a restart");
+      }
+    } else {
+      tracker_.Fail(report.ticket, reason);
     }
+    if (!outcome.ok()) Fail(outcome);
   }
   if (stopping_) {
     if (tracker_.inflight_records() == 0) FinishShutdown();
-  } else if (!pump_scheduled_ && !socket_wait_armed_ && !Backpressured()) {
+  } else if (state_ == RelayState::kStreaming && !pump_scheduled_ && !socket_wait_armed_ &&
+             !Backpressured()) {
     pump_scheduled_ = true;
     boost::asio::post(io_, [this] { Pump(); });
   }
+}
+
+// --- Stopping ------------------------------------------------------------------------------
+
+void Relay::RequestStop() {
+  boost::asio::post(io_, [this] {
+    if (!stopping_) spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
+    BeginShutdown();
+  });
 }
 
 void Relay::Fail(Status status) {
@@ -276,6 +446,8 @@ void Relay::Fail(Status status) {
 void Relay::BeginShutdown() {
   if (stopping_ || finished_) return;
   stopping_ = true;
+  state_ = RelayState::kStopping;
+  connect_timer_.cancel();
   boost::system::error_code ignored;
   pg_socket_.cancel(ignored);
   if (!producer_ || tracker_.inflight_records() == 0) return FinishShutdown();
@@ -292,28 +464,35 @@ void Relay::BeginShutdown() {
 void Relay::FinishShutdown() {
   if (finished_) return;
   finished_ = true;
-  if (conn_ && streaming_) {
-    SendStatus(true);
-    if (Status st = conn_->EndStreaming(); !st.ok()) spdlog::warn("{}", st.message());
-    if (final_status_.ok() && settings_.slot_drop_on_stop) {
-      if (Status st = conn_->DropSlot(settings_.slot_name); !st.ok()) {
-        spdlog::warn("slot.drop.on.stop: {}", st.message());
-      } else {
-        spdlog::info("dropped replication slot '{}' (slot.drop.on.stop=true)", settings_.slot_name);
+  if (conn_) {
+    SendStatus();
+    if (conn_) {
+      if (Status st = conn_->EndStreaming(); !st.ok()) spdlog::warn("{}", st.message());
+      if (final_status_.ok() && settings_.slot_drop_on_stop) {
+        if (Status st = conn_->DropSlot(settings_.slot_name); !st.ok()) {
+          spdlog::warn("slot.drop.on.stop: {}", st.message());
+        } else {
+          spdlog::info("dropped replication slot '{}' (slot.drop.on.stop=true)", settings_.slot_name);
+        }
       }
     }
   }
-  spdlog::info("stopped; slot '{}' confirmed up to LSN {}", settings_.slot_name,
-               tracker_.confirmable().ToString());
+  if (tracker_initialised_) {
+    spdlog::info("stopped; slot '{}' confirmed up to LSN {}", settings_.slot_name,
+                 tracker_.confirmable().ToString());
+  } else {
+    spdlog::info("stopped before streaming slot '{}'", settings_.slot_name);
+  }
   if (producer_ && producer_->OutstandingMessages() > 0) producer_->PurgeAll();
   boost::system::error_code ignored;
   status_timer_.cancel();
   poll_timer_.cancel();
   shutdown_timer_.cancel();
+  connect_timer_.cancel();
   kafka_events_.cancel(ignored);
-  pg_socket_.close(ignored);
   kafka_events_.close(ignored);
-  streaming_ = false;
+  CloseConnection();
+  state_ = RelayState::kStopped;
   io_.stop();
 }
 

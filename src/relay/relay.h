@@ -9,20 +9,28 @@
 // relay stops reading the socket, which applies TCP backpressure to the walsender, while the
 // status timer keeps the connection alive.
 //
+// Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
+// jitter while Kafka deliveries go on; a slot held by another process makes this relay a
+// standby that retries until the slot is free. A record that cannot be transformed or
+// produced follows the error policy (stop without confirming it, dead-letter topic, or skip).
+//
 // RequestStop() may be called from any thread (it posts to the loop); Run() returns after a
 // graceful stop or the first fatal error.
 #pragma once
 
 #include <atomic>
-#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
-#include <boost/asio.hpp>
+#include <chrono>
 #include <memory>
 #include <optional>
+#include <random>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+#include <boost/asio.hpp>
 
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/wal2json_decoder.h"
+#include "kafka/dead_letter.h"
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
@@ -31,23 +39,33 @@
 
 namespace walrelay {
 
+enum class RelayState { kConnecting, kStandby, kStreaming, kStopping, kStopped };
+const char* RelayStateName(RelayState state);
+
 class Relay {
  public:
   Relay(RelaySettings settings, boost::asio::io_context& io);
   ~Relay();
 
-  // Checks the server, ensures the slot, starts streaming and runs the loop until stopped.
-  // Returns OK after a graceful stop, or the error that stopped the relay.
+  // Builds the chain and producer, connects (retrying as configured) and runs the loop until
+  // stopped. Returns OK after a graceful stop, or the error that stopped the relay.
   Status Run();
   // Graceful stop: stop reading, wait (bounded) for in-flight acks, send a final status.
   void RequestStop();
 
   // Observers, safe from any thread.
   Lsn confirmed_lsn() const { return Lsn(confirmed_lsn_.load()); }
-  bool streaming() const { return streaming_.load(); }
+  bool streaming() const { return state_.load() == RelayState::kStreaming; }
+  RelayState state() const { return state_.load(); }
 
  private:
-  Status Prepare();
+  void TryConnect();
+  Status Connect();
+  void ScheduleConnect(std::chrono::milliseconds delay);
+  std::chrono::milliseconds NextBackoff();
+  void ConnectionLost(const Status& cause);
+  void OnStreamError(Status status);
+
   void Pump();
   void WaitForSocket();
   void WaitForKafkaEvents();
@@ -55,12 +73,17 @@ class Relay {
   void ArmPollTimer();
   Status HandleMessage(std::string_view message);
   Status HandleChange(const RowChange& change);
+  Status Produce(Record& record, const std::string& table);
+  // Applies errors.tolerance to a record that failed; OK if it was dead-lettered or skipped.
+  Status ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
+                          std::optional<uint64_t> ticket);
   void OnDelivery(const DeliveryReport& report);
-  void SendStatus(bool force);
+  void SendStatus();
   bool Backpressured() const;
   void Fail(Status status);
   void BeginShutdown();
   void FinishShutdown();
+  void CloseConnection();
 
   RelaySettings settings_;
   boost::asio::io_context& io_;
@@ -71,13 +94,17 @@ class Relay {
   Wal2JsonDecoder decoder_;
   DecodedMessage message_;
   DeliveryTracker tracker_;
+  bool tracker_initialised_ = false;
 
   boost::asio::posix::stream_descriptor pg_socket_;
   boost::asio::posix::stream_descriptor kafka_events_;
   boost::asio::steady_timer status_timer_;
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer shutdown_timer_;
+  boost::asio::steady_timer connect_timer_;
 
+  int consecutive_failures_ = 0;
+  std::minstd_rand jitter_{std::random_device{}()};
   Lsn received_lsn_;
   Lsn last_sent_flush_;
   bool socket_wait_armed_ = false;
@@ -86,7 +113,7 @@ class Relay {
   bool finished_ = false;
   Status final_status_;
   std::atomic<uint64_t> confirmed_lsn_{0};
-  std::atomic<bool> streaming_{false};
+  std::atomic<RelayState> state_{RelayState::kConnecting};
 };
 
 }  // namespace walrelay

@@ -268,7 +268,7 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
 
   auto [bad_code, bad_out] = fx.RunCommand(
       {"validate", "--config", fx.WriteConfig("checked", {{"table.include.list", "public.nope"}})});
-  CHECK(bad_code == 4);
+  CHECK(bad_code == 12);
   CHECK(bad_out.find("table public.nope") != std::string::npos);
 
   auto [cfg_code, cfg_out] = fx.RunCommand(
@@ -279,7 +279,7 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
   // A slot with another plugin is refused by run too, with the same message.
   fx.Exec("SELECT pg_create_logical_replication_slot('wrongplugin', 'test_decoding')");
   auto [run_code, run_out] = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
-  CHECK(run_code == 4);
+  CHECK(run_code == 15);
   CHECK_MESSAGE(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos, run_out);
 }
 

@@ -30,7 +30,8 @@ int ValidateCommand(const std::string& config_path) {
   if (!config.ok()) return Problem(config.status());
   auto settings = ParseRelaySettings(*config);
   if (!settings.ok()) return Problem(settings.status());
-  auto chain = TransformChain::Build(settings->properties);
+  auto chain = TransformChain::Build(settings->properties,
+                                     {settings->topic_prefix, settings->dbname, settings->name});
   if (!chain.ok()) return Problem(chain.status());
   Line("connector:", config->name);
   Line("transforms:", std::to_string(chain->size()));

@@ -51,7 +51,7 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
 Relay::~Relay() = default;
 
 Status Relay::Run() {
-  auto chain = TransformChain::Build(settings_.properties);
+  auto chain = TransformChain::Build(settings_.properties, source_context_);
   if (!chain.ok()) {
     spdlog::error("{}", chain.status().ToString());
     return chain.status();

@@ -37,7 +37,11 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
     }
     out.append(value, pos, start - pos);
     const std::string ref = value.substr(start + 2, end - start - 2);
-    if (ref.rfind("env:", 0) == 0) {
+    if (ref.find(':') == std::string::npos) {
+      // As in Kafka Connect, only ${provider:...} is a reference; "${name}" stays as written,
+      // e.g. a group in route.topic.replacement (Debezium's default outbox.event.${routedByValue}).
+      out.append(value, start, end + 1 - start);
+    } else if (ref.rfind("env:", 0) == 0) {
       const std::string name = ref.substr(4);
       const char* env = std::getenv(name.c_str());
       if (!env) {
@@ -55,7 +59,9 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
       while (!content.empty() && (content.back() == '\n' || content.back() == '\r')) content.pop_back();
       out += content;
     } else {
-      return Status::Config("'" + key + "': unknown reference ${" + ref.substr(0, ref.find(':')) +
+      // The provider name is part of the value, so a secret's is not shown.
+      const std::string provider = IsSecretKey(key) ? "..." : ref.substr(0, ref.find(':'));
+      return Status::Config("'" + key + "': unknown reference ${" + provider +
                             ":...}; use ${env:NAME} or ${file:PATH}");
     }
     pos = end + 1;
@@ -64,7 +70,8 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
 
 Result<ConnectorConfig> ParseConnectorConfig(std::string_view json, const std::string& origin) {
   rapidjson::Document doc;
-  doc.Parse(json.data(), json.size());
+  // Iterative: the recursive parser overflows the stack on deeply nested input.
+  doc.Parse<rapidjson::kParseIterativeFlag>(json.data(), json.size());
   if (doc.HasParseError()) {
     return Status::Config(origin + ": not valid JSON (" +
                           rapidjson::GetParseError_En(doc.GetParseError()) + " at offset " +

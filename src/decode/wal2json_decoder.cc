@@ -69,8 +69,10 @@ Result<int64_t> Wal2JsonDecoder::CommitTime(std::string_view text) {
 
 Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMessage& out) {
   rapidjson::Document doc;
-  // Numbers stay text so bigint and numeric keep every digit.
-  doc.Parse<rapidjson::kParseNumbersAsStringsFlag>(json.data(), json.size());
+  // Numbers stay text so bigint and numeric keep every digit. Iterative: the recursive
+  // parser overflows the stack on deeply nested input instead of reporting it.
+  doc.Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(json.data(),
+                                                                                     json.size());
   if (doc.HasParseError()) {
     return DecodeError(data_start, std::string("invalid JSON (") +
                                        rapidjson::GetParseError_En(doc.GetParseError()) +

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
                "Kafka, Debezium-compatible, confirming WAL only after Kafka acknowledged it."};
   app.set_version_flag("--version", std::string("walrelay ") + WALRELAY_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // `walrelay run --config f --log-level debug` works as well as before `run`
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
@@ -103,7 +104,12 @@ int main(int argc, char** argv) {
   demo->add_option("--events", events, "sample events to insert")->check(CLI::Range(1, 100000))
       ->capture_default_str();
 
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help and --version exit 0; a usage mistake is a configuration error (exit 2).
+    return app.exit(e) == 0 ? kExitOk : kExitConfig;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   if (*run) return RunRelayCommand(config_path);

@@ -40,6 +40,11 @@ Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings
     // libpq's text names host and user but never the password.
     const std::string message = Trimmed(PQerrorMessage(conn.get()));
     // A server that answered and refused us will refuse again: do not retry those.
+    if (message.find("replication role") != std::string::npos) {
+      return Status(ErrorCode::kNoReplicationRole,
+                    "the user in 'database.user' may not stream (" + message +
+                        "); run ALTER ROLE <user> WITH REPLICATION");
+    }
     for (const char* refusal : {"authentication failed", "no pg_hba.conf entry", "does not exist",
                                 "certificate", "SSL", "permission denied", "password"}) {
       if (message.find(refusal) != std::string::npos) {

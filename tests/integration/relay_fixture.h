@@ -101,6 +101,7 @@ class RelayFixture {
       first = false;
     }
     json += "\n}}\n";
+    last_config_json_ = json;
     const std::string path = work_dir_ + "/" + slot + "-" + std::to_string(config_count_++) + ".json";
     std::ofstream(path) << json;
     return path;
@@ -108,16 +109,22 @@ class RelayFixture {
 
   // Starts `walrelay run` and waits until it streams; its log goes to log_path().
   std::unique_ptr<devtools::ChildProcess> StartRelay(const std::string& config_path) {
-    log_path_ = config_path + ".log";
-    auto child = devtools::ChildProcess::Spawn({WALRELAY_BINARY, "run", "--config", config_path},
-                                               log_path_);
-    REQUIRE_MESSAGE(child.ok(), child.status().ToString());
+    auto child = SpawnRelay(config_path);
     const bool streaming = devtools::WaitForFileContains(log_path_, "streaming slot",
                                                          std::chrono::seconds(20));
     REQUIRE_MESSAGE(streaming, ReadWholeFile(log_path_));
+    return child;
+  }
+  // Starts `walrelay run` without waiting; each start logs to a new file (log_path()).
+  std::unique_ptr<devtools::ChildProcess> SpawnRelay(const std::string& config_path) {
+    log_path_ = config_path + "." + std::to_string(config_count_++) + ".log";
+    auto child = devtools::ChildProcess::Spawn({WALRELAY_BINARY, "run", "--config", config_path},
+                                               log_path_);
+    REQUIRE_MESSAGE(child.ok(), child.status().ToString());
     return std::move(child).value();
   }
   const std::string& log_path() const { return log_path_; }
+  const std::string& last_config_json() const { return last_config_json_; }
 
   // Runs a walrelay subcommand to completion; returns its exit code and output.
   std::pair<int, std::string> RunCommand(const std::vector<std::string>& args) {
@@ -142,6 +149,7 @@ class RelayFixture {
   std::unique_ptr<devtools::MockKafka> kafka_;
   std::string work_dir_;
   std::string log_path_;
+  std::string last_config_json_;
   int config_count_ = 0;
 };
 

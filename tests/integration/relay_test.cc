@@ -6,75 +6,14 @@
 #include <map>
 #include <set>
 
+#include "outbox_events.h"
 #include "relay_fixture.h"
 
 using namespace walrelay;
 using walrelay::testing::RelayFixture;
 using devtools::ConsumedRecord;
+using namespace walrelay::testing;
 
-namespace {
-
-const std::vector<std::string> kAggregateTypes = {"Order", "Customer", "Shipment"};
-
-std::vector<std::string> OutboxTopics() {
-  std::vector<std::string> t;
-  for (const auto& a : kAggregateTypes) t.push_back("outbox.event." + a);
-  return t;
-}
-
-// One outbox INSERT whose payload carries its sequence number, so tests can check order.
-std::string InsertEvent(int seq) {
-  const std::string& type = kAggregateTypes[seq % 3];
-  const std::string key = type + "-" + std::to_string(seq % 17);
-  char id[40];
-  std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
-  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ('" +
-         std::string(id) + "', '" + type + "', '" + key + "', '" + type +
-         "Happened', jsonb_build_object('seq', " + std::to_string(seq) + ", 'key', '" + key +
-         "', 'text', 'ünï \"q\" \\ ok'));";
-}
-
-std::string HeaderValue(const ConsumedRecord& r, const std::string& name) {
-  for (const auto& h : r.headers)
-    if (h.key == name) return h.value.value_or("(null)");
-  return "(missing)";
-}
-
-int SeqOf(const ConsumedRecord& r) {
-  rapidjson::Document doc;
-  doc.Parse(r.value->c_str());
-  REQUIRE_MESSAGE(!doc.HasParseError(), *r.value);
-  return doc["seq"].GetInt();
-}
-
-// Checks every record's shape; returns how often each seq was seen.
-std::map<int, int> CheckRecords(const std::vector<ConsumedRecord>& records) {
-  std::map<int, int> seen;
-  std::map<std::pair<std::string, int32_t>, std::map<std::string, int>> last_seq_per_key;
-  for (const auto& r : records) {
-    REQUIRE(r.key.has_value());
-    REQUIRE(r.value.has_value());
-    const int seq = SeqOf(r);
-    const std::string& type = kAggregateTypes[seq % 3];
-    CHECK(r.topic == "outbox.event." + type);
-    CHECK(*r.key == type + "-" + std::to_string(seq % 17));
-    char id[40];
-    std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
-    CHECK(HeaderValue(r, "id") == id);
-    // jsonb goes out as its JSON text, not as a quoted JSON string.
-    CHECK(r.value->front() == '{');
-    CHECK(r.value->find("\"text\": \"ünï \\\"q\\\" \\\\ ok\"") != std::string::npos);
-    ++seen[seq];
-    // Per-key order: within a partition, a key's sequence numbers only grow, once
-    // duplicates from a restart are set aside.
-    auto& last = last_seq_per_key[{r.topic, r.partition}][*r.key];
-    if (seq > last) last = seq;
-    else CHECK_MESSAGE(seen[seq] > 1, "out of order for key " << *r.key << ": " << seq << " after " << last);
-  }
-  return seen;
-}
-
-}  // namespace
 
 TEST_CASE("10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exactly once, in key order") {
   RelayFixture fx;

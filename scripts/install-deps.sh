@@ -8,6 +8,7 @@ packages=(
   libpq-dev librdkafka-dev rapidjson-dev libboost-dev libspdlog-dev doctest-dev libcli11-dev
   postgresql-15 postgresql-15-wal2json
   kcat
+  openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
 )
 

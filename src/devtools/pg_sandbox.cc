@@ -432,6 +432,25 @@ Status PgSandbox::Restart() {
   return StartServer();
 }
 
+Status PgSandbox::AddHbaLines(const std::vector<std::string>& lines) {
+  for (const auto& line : lines) {
+    if (line.find_first_of("\r\n") != std::string::npos)
+      return Status::Config("PgSandbox hba line '" + line + "' spans several lines");
+  }
+  const std::string path = data_dir_ + "/pg_hba.conf";
+  const std::string current = ReadFile(path);
+  // initdb always writes entries; an empty read means the file is gone or unreadable, and
+  // rewriting it from `lines` alone would silently drop the defaults.
+  if (current.empty()) return Status::Internal("cannot read " + path);
+  std::string text = "# --- walrelay PgSandbox::AddHbaLines ---\n";
+  for (const auto& line : lines) text += line + "\n";
+  std::ofstream out(path, std::ios::trunc);
+  out << text << current;
+  out.flush();
+  if (!out) return Status::Internal("cannot write " + path);
+  return Status::Ok();
+}
+
 bool PgSandbox::running() const { return running_ && LivePostmasterPid(data_dir_) != 0; }
 
 void PgSandbox::KillPostmaster() {

@@ -50,6 +50,14 @@ class PgSandbox {
   Status Stop();
   // Fast shutdown if running, then start again on the same port and directory.
   Status Restart();
+
+  // Puts `lines` at the top of pg_hba.conf, above every line already there (the default
+  // trust entries included), so they decide for the connections they match, e.g.
+  // "hostssl all relay 127.0.0.1/32 cert". The server reads the file when it starts: call
+  // Restart() to apply them. Lines must leave user postgres its trust access from 127.0.0.1,
+  // which Exec/Query use. Must not race with Stop/Restart.
+  Status AddHbaLines(const std::vector<std::string>& lines);
+
   // True while the postmaster is up (checks the live process, not just our bookkeeping).
   bool running() const;
 

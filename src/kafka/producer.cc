@@ -50,8 +50,14 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
   char errstr[512];
   for (const auto& [key, value] : properties) {
-    if (rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), errstr, sizeof errstr) !=
-        RD_KAFKA_CONF_OK) {
+    const rd_kafka_conf_res_t res =
+        rd_kafka_conf_set(conf.get(), key.c_str(), value.c_str(), errstr, sizeof errstr);
+    if (res == RD_KAFKA_CONF_UNKNOWN) {
+      // The value plays no part, and a mistyped secret key ("sasl.pasword") is not known
+      // to be secret: show only the key.
+      return Status::Config("'kafka." + key + "': " + errstr);
+    }
+    if (res != RD_KAFKA_CONF_OK) {
       // errstr may echo the value; never show it for secrets.
       return Status::Config("'kafka." + key + "' = " + DisplayValue(key, value) + ": " +
                             (IsSecretKey(key) ? std::string("invalid value") : std::string(errstr)));

@@ -14,7 +14,7 @@ constexpr const char* kAcceptedWithoutEffect[] = {
     "schema.include.list", "include.schema.changes", "database.server.name", "database.tcpKeepAlive",
     "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms", "slot.max.retries",
     "errors.log.enable", "errors.log.include.messages", "retriable.restart.connector.wait.ms",
-    "errors.deadletterqueue.topic.replication.factor",
+    "errors.deadletterqueue.topic.replication.factor", "errors.retry.delay.max.ms",
 };
 
 bool IsPlainTableName(const std::string& s) {
@@ -143,8 +143,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
            {"reconnect.backoff.max.ms", 30000, 1, 3600000, &s.reconnect_backoff_max_ms},
            {"errors.max.retries", -1, -1, INT32_MAX, &s.errors_max_retries},
            {"slot.retry.delay.ms", 10000, 1, 3600000, &s.standby_retry_ms},
-           {"errors.retry.timeout", -1, -1, INT32_MAX, &s.errors_retry_timeout_ms},
-           {"errors.retry.delay.max.ms", 60000, 1, 3600000, &s.errors_retry_delay_max_ms}}) {
+           {"errors.retry.timeout", -1, -1, INT32_MAX, &s.errors_retry_timeout_ms}}) {
     auto v = p.GetInt(k.key, k.def, k.min, k.max);
     if (!v.ok()) return v.status();
     *k.out = *v;

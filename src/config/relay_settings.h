@@ -42,7 +42,6 @@ struct RelaySettings {
   std::string dead_letter_topic;  // errors.deadletterqueue.topic.name; "" = none
   bool dead_letter_context_headers = true;
   int64_t errors_retry_timeout_ms = -1;  // -1 or 0 = retry retriable Kafka failures until delivered
-  int64_t errors_retry_delay_max_ms = 60000;
 
   // librdkafka properties (the `kafka.` keys without the prefix, plus walrelay's defaults).
   std::map<std::string, std::string> kafka;

@@ -412,6 +412,29 @@ TEST_CASE("a non-JSON payload with table.expand.json.payload=true passes through
   CHECK(Log(fx).find(kEventId) != std::string::npos);  // the warning names the event
 }
 
+TEST_CASE("status updates keep the connection alive while Kafka is down and the queue is full") {
+  RelayFixture fx;
+  // A walsender that hears nothing for 2 s drops the connection; the relay stops reading while
+  // its queue is full, so only its status timer keeps the connection alive.
+  fx.Exec("ALTER SYSTEM SET wal_sender_timeout = '2s'");
+  fx.Exec("SELECT pg_reload_conf()");
+  auto relay = fx.StartRelay(fx.WriteConfig("alive", {{"max.queue.size", "10"}}));
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  std::string sql;
+  for (int s = 2; s <= 200; ++s) sql += "BEGIN;" + InsertEvent(s) + "COMMIT;";
+  fx.Exec(sql);
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // four walsender timeouts
+  CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
+  CHECK(fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='alive'") == "true");
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  auto records = ReadAll(fx, OutboxTopics(), 200);
+  auto seen = CheckRecords(records);
+  for (int s = 1; s <= 200; ++s) CHECK_MESSAGE(seen.count(s) == 1, "missing seq " << s);
+  CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
+}
+
 TEST_CASE("bounded memory: a large backlog through a slow broker stays under 64 MB resident") {
   RelayFixture fx;
   // 100,000 rows of about 300-byte payloads wait in the slot before the relay starts.

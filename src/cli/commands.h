@@ -27,7 +27,7 @@ enum ExitCode : int {
 
 int ExitCodeFor(const Status& status);
 
-int RunRelayCommand(const std::string& config_path);
+int RunRelayCommand(const std::string& config_path, bool log_level_given);
 int ValidateCommand(const std::string& config_path);
 int DevKafkaCommand(int brokers);
 int DemoCommand(int events);

@@ -9,9 +9,12 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "common/logging.h"
 #include "config/connector_config.h"
 #include "config/relay_settings.h"
 #include "relay/relay.h"
+#include "status/http_server.h"
+#include "status/rest_api.h"
 
 namespace walrelay {
 
@@ -38,7 +41,7 @@ int ExitCodeFor(const Status& status) {
   return kExitInternal;
 }
 
-int RunRelayCommand(const std::string& config_path) {
+int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   auto config = LoadConnectorConfig(config_path);
   if (!config.ok()) {
     spdlog::error("{}", config.status().ToString());
@@ -49,8 +52,26 @@ int RunRelayCommand(const std::string& config_path) {
     spdlog::error("{}", settings.status().ToString());
     return ExitCodeFor(settings.status());
   }
+  // --log-level on the command line wins over log.level in the config.
+  if (!settings->log_level.empty() && !log_level_given) {
+    (void)SetLogLevel("log.level", settings->log_level);  // validated by ParseRelaySettings
+  }
+  if (Status st = SetLogFormat(settings->log_format); !st.ok()) {
+    spdlog::error("{}", st.ToString());
+    return ExitCodeFor(st);
+  }
   boost::asio::io_context io(1);
   Relay relay(std::move(settings).value(), io);
+  // The REST API shares the relay's loop, so its handlers read relay state without locks.
+  std::unique_ptr<RestApi> api;
+  auto server = HttpServer::Start(io, relay.settings().listener,
+                                  [&api](const HttpRequest& request) { return api->Handle(request); });
+  if (!server.ok()) {
+    spdlog::error("{}", server.status().ToString());
+    return ExitCodeFor(server.status());
+  }
+  api = std::make_unique<RestApi>(relay, (*server)->HostPort());
+  spdlog::info("REST API listening on http://{}", (*server)->HostPort());
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
@@ -76,7 +97,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // `walrelay run --config f --log-level debug` works as well as before `run`
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off")
+  auto* log_level_option =
+      app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off (overrides "
+                                               "log.level in the config)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
 
@@ -112,7 +135,7 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
-  if (*run) return RunRelayCommand(config_path);
+  if (*run) return RunRelayCommand(config_path, log_level_option->count() > 0);
   if (*validate) return ValidateCommand(config_path);
   if (*dev_kafka) return DevKafkaCommand(brokers);
   if (*demo) return DemoCommand(events);

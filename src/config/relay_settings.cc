@@ -1,6 +1,9 @@
 #include "config/relay_settings.h"
 
+#include <arpa/inet.h>
 #include <spdlog/spdlog.h>
+
+#include <charconv>
 
 namespace walrelay {
 namespace {
@@ -22,6 +25,50 @@ bool IsPlainTableName(const std::string& s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$')) return false;
   }
   return std::count(s.begin(), s.end(), '.') == 1;
+}
+
+Result<ListenerAddress> ParseListener(const std::string& key, const std::string& value) {
+  const std::string scheme = "http://";
+  if (value.rfind(scheme, 0) != 0) {
+    return Status::Config("'" + key + "' must be http://host:port (walrelay serves plain HTTP " +
+                          "only; put TLS in a proxy in front of it), got '" + value + "'");
+  }
+  std::string rest = value.substr(scheme.size());
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  ListenerAddress address;
+  std::string port_text;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
+      return Status::Config("'" + key + "' must be http://host:port, got '" + value + "'");
+    }
+    address.host = rest.substr(1, close - 1);
+    port_text = rest.substr(close + 2);
+  } else {
+    const auto colon = rest.rfind(':');
+    if (colon == std::string::npos) {
+      return Status::Config("'" + key + "' must be http://host:port, got '" + value + "'");
+    }
+    address.host = rest.substr(0, colon);
+    port_text = rest.substr(colon + 1);
+  }
+  // Kafka Connect reads an empty host as every interface.
+  if (address.host.empty()) address.host = "0.0.0.0";
+  if (address.host == "localhost") address.host = "127.0.0.1";
+  unsigned port = 0;
+  auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || end != port_text.data() + port_text.size() ||
+      port > 65535) {
+    return Status::Config("'" + key + "' has an invalid port in '" + value + "'");
+  }
+  address.port = static_cast<uint16_t>(port);
+  in6_addr ignored;
+  if (inet_pton(AF_INET, address.host.c_str(), &ignored) != 1 &&
+      inet_pton(AF_INET6, address.host.c_str(), &ignored) != 1) {
+    return Status::Config("'" + key + "' needs an IP address (or localhost) as host, got '" +
+                          address.host + "'");
+  }
+  return address;
 }
 
 }  // namespace
@@ -53,6 +100,25 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   RelaySettings s;
   s.name = config.name;
   s.properties = p;
+
+  const std::string listeners = Trim(p.GetString("listeners", "http://127.0.0.1:8083"));
+  if (listeners.find(',') != std::string::npos) {
+    return Status::Config("'listeners' names more than one listener; walrelay serves one");
+  }
+  auto listener = ParseListener("listeners", listeners);
+  if (!listener.ok()) return listener.status();
+  s.listener = *listener;
+  if (p.Get("log.level")) {
+    auto checked = p.GetEnum("log.level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+    if (!checked.ok()) return checked.status();
+    s.log_level = *checked;
+  }
+  auto log_format = p.GetEnum("log.format", "text", {"text", "json"});
+  if (!log_format.ok()) return log_format.status();
+  s.log_format = *log_format;
+  auto progress = p.GetInt("log.progress.interval.ms", 60000, 0, 86400000);
+  if (!progress.ok()) return progress.status();
+  s.progress_interval_ms = *progress;
 
   if (auto cls = p.Get("connector.class");
       cls && *cls != "io.debezium.connector.postgresql.PostgresConnector") {

@@ -14,8 +14,18 @@
 
 namespace walrelay {
 
+// Where the REST API listens: `listeners`, http://host:port as in Kafka Connect.
+struct ListenerAddress {
+  std::string host = "127.0.0.1";  // an IP address; loopback unless configured otherwise
+  uint16_t port = 8083;             // 0 = any free port (the log says which)
+};
+
 struct RelaySettings {
   std::string name;
+  ListenerAddress listener;
+  std::string log_level;                 // log.level; "" = unset (--log-level or info)
+  std::string log_format = "text";       // log.format: text or json
+  int64_t progress_interval_ms = 60000;  // log.progress.interval.ms; 0 = no progress lines
 
   // PostgreSQL, as libpq keywords -> values (host, port, user, password, dbname, ssl*).
   std::vector<std::pair<std::string, std::string>> pg_params;

@@ -42,7 +42,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       status_timer_(io),
       poll_timer_(io),
       shutdown_timer_(io),
-      connect_timer_(io) {
+      connect_timer_(io),
+      progress_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
@@ -71,6 +72,8 @@ Status Relay::Run() {
   WaitForKafkaEvents();
   ArmPollTimer();
   ArmStatusTimer();
+  progress_last_time_ = std::chrono::steady_clock::now();
+  ArmProgressTimer();
   TryConnect();
   io_.run();
   state_ = RelayState::kStopped;
@@ -129,12 +132,17 @@ void Relay::TryConnect() {
     consecutive_failures_ = 0;
     pg_socket_.assign(dup(conn_->socket()));  // our own fd: closing it never closes libpq's
     state_ = RelayState::kStreaming;
+    connection_error_.clear();
+    if (ever_streamed_) ++counters_.reconnects;
+    ever_streamed_ = true;
+    if (paused_) spdlog::info("connected while paused; streaming starts on resume");
     confirmed_lsn_ = tracker_.confirmable().value();
     if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
     Pump();
     return;
   }
   CloseConnection();
+  connection_error_ = st.message();
   if (st.code() == ErrorCode::kSlotInUse) {
     if (before != RelayState::kStandby) {
       spdlog::info("standby: {}; checking again every {} ms (slot.retry.delay.ms) and taking over "
@@ -189,6 +197,7 @@ void Relay::ConnectionLost(const Status& cause) {
                "still in flight to Kafka",
                cause.message(), tracker_.inflight_records());
   CloseConnection();
+  connection_error_ = "lost the replication connection: " + cause.message();
   state_ = RelayState::kConnecting;
   consecutive_failures_ = 1;
   ScheduleConnect(NextBackoff());
@@ -210,7 +219,7 @@ bool Relay::Backpressured() const {
 void Relay::Pump() {
   pump_scheduled_ = false;
   for (int handled = 0; handled < kMessagesPerTurn; ++handled) {
-    if (stopping_ || state_ != RelayState::kStreaming || Backpressured()) return;
+    if (stopping_ || paused_ || state_ != RelayState::kStreaming || Backpressured()) return;
     std::string_view message;
     auto read = conn_->ReadMessage(message);
     if (!read.ok()) return OnStreamError(read.status());
@@ -266,6 +275,36 @@ void Relay::ArmStatusTimer() {
   });
 }
 
+void Relay::ArmProgressTimer() {
+  if (settings_.progress_interval_ms <= 0) return;
+  progress_timer_.expires_after(std::chrono::milliseconds(settings_.progress_interval_ms));
+  progress_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || finished_) return;
+    LogProgress();
+    ArmProgressTimer();
+  });
+}
+
+void Relay::LogProgress() {
+  uint64_t read = 0;
+  uint64_t acked = 0;
+  for (const auto& [_, n] : counters_.source_records) read += n;
+  for (const auto& [_, n] : counters_.acked) acked += n;
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds =
+      std::max(0.001, std::chrono::duration<double>(now - progress_last_time_).count());
+  const char* state = paused_ ? "PAUSED" : RelayStateName(state_);
+  spdlog::info("progress: {:.1f} records/s read, {:.1f} records/s acked, lag {:.1f} s, confirmed "
+               "LSN {}, {} in flight, {}",
+               static_cast<double>(read - progress_last_read_) / seconds,
+               static_cast<double>(acked - progress_last_acked_) / seconds,
+               ReplicationLagSeconds(), tracker_.confirmable().ToString(),
+               tracker_.inflight_records(), state);
+  progress_last_read_ = read;
+  progress_last_acked_ = acked;
+  progress_last_time_ = now;
+}
+
 void Relay::SendStatus() {
   if (!conn_) return;
   const Lsn flush = tracker_.confirmable();
@@ -318,6 +357,7 @@ Status Relay::HandleMessage(std::string_view message) {
 Status Relay::HandleChange(const RowChange& change) {
   const std::string table = change.QualifiedTable();
   if (!settings_.IncludesTable(table)) return Status::Ok();
+  ++counters_.source_records[table];
   Record record = MakeSourceRecord(change, source_context_);
   auto outcome = chain_->Apply(record);
   if (!outcome.ok()) {
@@ -346,6 +386,7 @@ Status Relay::Produce(Record& record, const std::string& table) {
   const size_t bytes = record.topic.size() + (record.key ? record.key->size() : 0) +
                        (record.value ? record.value->size() : 0);
   const uint64_t ticket = tracker_.AddRecord(record.source.lsn, bytes, table);
+  inflight_info_[ticket] = {record.topic, record.source.commit_time_ms};
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   Status st = producer_->Produce(record, ticket, &code);
   if (st.ok()) return st;
@@ -359,15 +400,23 @@ Status Relay::Produce(Record& record, const std::string& table) {
 
 Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
                                std::optional<uint64_t> ticket) {
+  ++counters_.failed[failure.stage == "TRANSFORMATION" ? "transform" : "produce"];
   if (!settings_.errors_tolerance_all) {
-    if (ticket) tracker_.Fail(*ticket, error.message());
+    if (ticket) {
+      tracker_.Fail(*ticket, error.message());
+      inflight_info_.erase(*ticket);
+    }
     return error;
   }
   if (settings_.dead_letter_topic.empty()) {
     // Kafka Connect's errors.tolerance=all without a dead-letter queue: log and skip.
     spdlog::warn("skipping {} (errors.tolerance=all, no dead-letter topic): {}",
                  DescribeRecord(record), error.message());
-    if (ticket) tracker_.Acknowledge(*ticket);
+    ++counters_.skipped;
+    if (ticket) {
+      tracker_.Acknowledge(*ticket);
+      inflight_info_.erase(*ticket);
+    }
     return Status::Ok();
   }
   Record dead = MakeDeadLetterRecord(record, failure, settings_.dead_letter_topic,
@@ -380,8 +429,16 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
   const uint64_t dead_ticket =
       ticket ? *ticket : tracker_.AddRecord(failure.lsn, dead.value ? dead.value->size() : 0,
                                             failure.table);
+  auto info = inflight_info_.find(dead_ticket);
+  if (info == inflight_info_.end()) {
+    inflight_info_[dead_ticket] = {settings_.dead_letter_topic, record.source.commit_time_ms};
+  } else {
+    info->second.topic = settings_.dead_letter_topic;
+  }
+  ++counters_.dead_letters;
   if (Status st = producer_->Produce(dead, dead_ticket); !st.ok()) {
     tracker_.Fail(dead_ticket, st.message());
+    inflight_info_.erase(dead_ticket);
     return st.WithContext("dead-letter topic '" + settings_.dead_letter_topic + "'");
   }
   return Status::Ok();
@@ -390,9 +447,15 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
 void Relay::OnDelivery(const DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     tracker_.Acknowledge(report.ticket);
+    if (auto info = inflight_info_.find(report.ticket); info != inflight_info_.end()) {
+      ++counters_.acked[info->second.topic];
+      last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
+      inflight_info_.erase(info);
+    }
   } else if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
              report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
     tracker_.Fail(report.ticket, "purged at shutdown");
+    inflight_info_.erase(report.ticket);
   } else {
     const std::string reason = report.description + ": " + rd_kafka_err2str(report.error);
     const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
@@ -413,17 +476,62 @@ void Relay::OnDelivery(const DeliveryReport& report) {
                                 " so it is sent again after a restart");
       }
     } else {
+      ++counters_.failed["produce"];
       tracker_.Fail(report.ticket, reason);
     }
+    if (!tracker_.SourceOf(report.ticket)) inflight_info_.erase(report.ticket);
     if (!outcome.ok()) Fail(outcome);
   }
   if (stopping_) {
     if (tracker_.inflight_records() == 0) FinishShutdown();
-  } else if (state_ == RelayState::kStreaming && !pump_scheduled_ && !socket_wait_armed_ &&
-             !Backpressured()) {
-    pump_scheduled_ = true;
-    boost::asio::post(io_, [this] { Pump(); });
+  } else {
+    SchedulePump();
   }
+}
+
+void Relay::SchedulePump() {
+  if (state_ != RelayState::kStreaming || stopping_ || paused_ || pump_scheduled_ ||
+      socket_wait_armed_ || Backpressured()) {
+    return;
+  }
+  pump_scheduled_ = true;
+  boost::asio::post(io_, [this] { Pump(); });
+}
+
+// --- Operating: pause, resume, restart, observers -----------------------------------------
+
+void Relay::Pause() {
+  if (paused_ || stopping_) return;
+  paused_ = true;
+  spdlog::info("paused: not reading slot '{}' nor producing; {} records still in flight, the "
+               "replication connection is kept alive",
+               settings_.slot_name, tracker_.inflight_records());
+}
+
+void Relay::Resume() {
+  if (!paused_) return;
+  paused_ = false;
+  spdlog::info("resumed streaming slot '{}'", settings_.slot_name);
+  SchedulePump();
+}
+
+bool Relay::Restart() {
+  if (stopping_) return false;
+  spdlog::info("restart requested: reconnecting to slot '{}'", settings_.slot_name);
+  CloseConnection();
+  connection_error_ = "restarting";
+  state_ = RelayState::kConnecting;
+  consecutive_failures_ = 0;
+  ScheduleConnect(std::chrono::milliseconds(0));
+  return true;
+}
+
+int Relay::kafka_queue_length() const { return producer_ ? producer_->OutstandingMessages() : 0; }
+
+double Relay::ReplicationLagSeconds() const {
+  if (state_ == RelayState::kStreaming && !paused_ && tracker_.idle()) return 0;
+  if (last_acked_commit_ms_ == 0) return 0;
+  return static_cast<double>(std::max<int64_t>(0, NowMillis() - last_acked_commit_ms_)) / 1000.0;
 }
 
 // --- Stopping ------------------------------------------------------------------------------
@@ -489,6 +597,7 @@ void Relay::FinishShutdown() {
   poll_timer_.cancel();
   shutdown_timer_.cancel();
   connect_timer_.cancel();
+  progress_timer_.cancel();
   kafka_events_.cancel(ignored);
   kafka_events_.close(ignored);
   CloseConnection();

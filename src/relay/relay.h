@@ -14,8 +14,17 @@
 // standby that retries until the slot is free. A record that cannot be transformed or
 // produced follows the error policy (stop without confirming it, dead-letter topic, or skip).
 //
+// Operating it (the REST API): Pause() stops reading the stream and producing while the status
+// timer keeps the replication connection alive; Resume() picks up where it stopped. Restart()
+// drops the replication connection and reconnects at once, as after a lost connection; records
+// in flight stay tracked. The observers and counters below feed /metrics and /healthz.
+//
+// Every log.progress.interval.ms (default one minute) an info line sums up progress: records
+// read and acknowledged per second, lag, confirmed LSN, records in flight and the state.
+//
 // RequestStop() may be called from any thread (it posts to the loop); Run() returns after a
-// graceful stop or the first fatal error.
+// graceful stop or the first fatal error. Everything else public must be called on the loop
+// thread (the REST API's handlers run there).
 #pragma once
 
 #include <atomic>
@@ -23,6 +32,8 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
+#include <unordered_map>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <boost/asio.hpp>
 
@@ -34,6 +45,7 @@
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
+#include "status/metrics.h"
 #include "transform/chain.h"
 #include "transform/change_event_source.h"
 
@@ -58,6 +70,29 @@ class Relay {
   bool streaming() const { return state_.load() == RelayState::kStreaming; }
   RelayState state() const { return state_.load(); }
 
+  // Loop thread only.
+  void Pause();
+  void Resume();
+  // False (and nothing happens) once the relay is stopping.
+  bool Restart();
+  bool paused() const { return paused_; }
+  // True while a replication connection is open (streaming, or paused while streaming).
+  bool connected() const { return conn_.has_value() && state_ == RelayState::kStreaming; }
+  bool producer_ready() const { return producer_ != nullptr; }
+  // The error that stopped the relay; OK while it runs or after a graceful stop.
+  const Status& failure() const { return final_status_; }
+  // Why the last connection attempt failed or the connection was lost; "" once streaming.
+  const std::string& connection_error() const { return connection_error_; }
+  const RelaySettings& settings() const { return settings_; }
+  const RelayCounters& counters() const { return counters_; }
+  Lsn received_lsn() const { return received_lsn_; }
+  size_t inflight_records() const { return tracker_.inflight_records(); }
+  size_t inflight_bytes() const { return tracker_.inflight_bytes(); }
+  // Messages librdkafka holds (queued, in flight, or reports not yet served).
+  int kafka_queue_length() const;
+  // Now minus the commit time of the newest acknowledged record; 0 when idle and caught up.
+  double ReplicationLagSeconds() const;
+
  private:
   void TryConnect();
   Status Connect();
@@ -71,6 +106,8 @@ class Relay {
   void WaitForKafkaEvents();
   void ArmStatusTimer();
   void ArmPollTimer();
+  void ArmProgressTimer();
+  void LogProgress();
   Status HandleMessage(std::string_view message);
   Status HandleChange(const RowChange& change);
   Status Produce(Record& record, const std::string& table);
@@ -84,6 +121,7 @@ class Relay {
   void BeginShutdown();
   void FinishShutdown();
   void CloseConnection();
+  void SchedulePump();
 
   RelaySettings settings_;
   boost::asio::io_context& io_;
@@ -102,6 +140,7 @@ class Relay {
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
+  boost::asio::steady_timer progress_timer_;
 
   int consecutive_failures_ = 0;
   std::minstd_rand jitter_{std::random_device{}()};
@@ -112,6 +151,21 @@ class Relay {
   bool stopping_ = false;
   bool finished_ = false;
   Status final_status_;
+  bool paused_ = false;
+  bool ever_streamed_ = false;
+  std::string connection_error_;
+  RelayCounters counters_;
+  // Per record in flight: its topic and commit time, for the acked counters and the lag gauge.
+  struct InflightInfo {
+    std::string topic;
+    int64_t commit_time_ms;
+  };
+  std::unordered_map<uint64_t, InflightInfo> inflight_info_;
+  int64_t last_acked_commit_ms_ = 0;
+  // What the previous progress line reported, for its rates.
+  uint64_t progress_last_read_ = 0;
+  uint64_t progress_last_acked_ = 0;
+  std::chrono::steady_clock::time_point progress_last_time_;
   std::atomic<uint64_t> confirmed_lsn_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
 };

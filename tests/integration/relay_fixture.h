@@ -88,6 +88,8 @@ class RelayFixture {
         {"status.update.interval.ms", "200"},
         {"shutdown.timeout.ms", "5000"},
         {"kafka.bootstrap.servers", kafka_->bootstrap_servers()},
+        // Any free port: relays of one test, and tests run in parallel, never collide.
+        {"listeners", "http://127.0.0.1:0"},
     };
     if (with_router) {
       cfg["transforms"] = "outbox";

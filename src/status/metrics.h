@@ -1,0 +1,55 @@
+// Metrics: the relay's counters and gauges, and their rendering in Prometheus' text exposition
+// format (version 0.0.4) for GET /metrics.
+//
+// RelayCounters lives inside the relay and is only touched from its event-loop thread, like
+// everything the HTTP server reads, so it needs no atomics. PrometheusText writes one family
+// at a time: a `# HELP` and a `# TYPE` line, then one sample per label set.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace walrelay {
+
+struct RelayCounters {
+  std::map<std::string, uint64_t> source_records;  // by source table
+  std::map<std::string, uint64_t> acked;           // by Kafka topic (dead letters included)
+  std::map<std::string, uint64_t> failed;          // by stage: "transform" or "produce"
+  uint64_t dead_letters = 0;                       // handed to the dead-letter topic
+  uint64_t skipped = 0;                            // dropped by errors.tolerance=all, no DLQ
+  uint64_t reconnects = 0;                         // replication connections re-established
+};
+
+class PrometheusText {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  // Starts a metric family; `type` is "counter" or "gauge".
+  void Family(std::string_view name, std::string_view type, std::string_view help);
+  // One sample of the current family.
+  void Sample(const Labels& labels, uint64_t value);
+  void Sample(const Labels& labels, double value);
+  // A family with one unlabelled sample.
+  void Single(std::string_view name, std::string_view type, std::string_view help, uint64_t value);
+  void Single(std::string_view name, std::string_view type, std::string_view help, double value);
+  // A family with one sample per map entry, labelled `label`=key.
+  void PerLabel(std::string_view name, std::string_view type, std::string_view help,
+                std::string_view label, const std::map<std::string, uint64_t>& values);
+
+  const std::string& text() const { return out_; }
+
+ private:
+  void SampleName(const Labels& labels);
+
+  std::string out_;
+  std::string family_;
+};
+
+// Label values escape backslash, double quote and newline, as the format requires.
+std::string EscapeLabelValue(std::string_view value);
+
+}  // namespace walrelay

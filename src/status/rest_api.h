@@ -1,0 +1,44 @@
+// RestApi: Kafka Connect's REST API for the one connector a walrelay process runs, plus
+// GET /metrics (Prometheus) and GET /healthz.
+//
+// Shapes follow Kafka Connect so its tooling works unchanged: connector and task status with
+// states RUNNING, PAUSED, FAILED (with "trace") and UNASSIGNED (a standby waiting for the slot),
+// and errors as {"error_code": <HTTP status>, "message": "..."}. Configuration values of secret
+// keys are shown as "[hidden]". Handle() runs on the relay's loop thread (see HttpServer).
+//
+// State mapping: a relay that is (re)connecting shows RUNNING, as Kafka Connect shows a task
+// that retries, while /healthz answers 503 until the replication connection is back. FAILED is
+// visible only between the fatal error and the process exit.
+#pragma once
+
+#include <string>
+
+#include "relay/relay.h"
+#include "status/http_server.h"
+
+namespace walrelay {
+
+class RestApi {
+ public:
+  // `worker_id` is host:port of the listener, as Kafka Connect reports workers.
+  RestApi(Relay& relay, std::string worker_id);
+
+  HttpResponse Handle(const HttpRequest& request);
+
+  // Kafka Connect's state name for the relay's connector and its one task.
+  std::string State() const;
+
+ private:
+  HttpResponse Metrics() const;
+  HttpResponse Health() const;
+  HttpResponse ConnectorStatus() const;
+  HttpResponse TaskStatus() const;
+  HttpResponse Info() const;
+  HttpResponse Config() const;
+  HttpResponse Connector() const;
+
+  Relay& relay_;
+  std::string worker_id_;
+};
+
+}  // namespace walrelay

@@ -4,6 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+
 #include "config/connector_config.h"
 
 namespace walrelay {
@@ -36,6 +41,68 @@ void LogFromLibrdkafka(const rd_kafka_t*, int level, const char* facility, const
 }
 
 }  // namespace
+
+// Asks the brokers for one topic's metadata at a time, off the caller's thread, because
+// rd_kafka_metadata() blocks for a round trip (or its timeout while brokers are down).
+class KafkaProducer::MetadataPrefetcher {
+ public:
+  explicit MetadataPrefetcher(rd_kafka_t* rk) : rk_(rk), thread_([this] { Work(); }) {}
+  ~MetadataPrefetcher() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  void Request(const std::string& topic) {
+    {
+      std::lock_guard lock(mutex_);
+      pending_.push_back(topic);
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  // Short: a failed request costs nothing but time, librdkafka's own scan still runs.
+  static constexpr int kTimeoutMs = 1000;
+
+  void Work() {
+    std::unique_lock lock(mutex_);
+    while (true) {
+      wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
+      if (stopping_) return;
+      const std::string topic = std::move(pending_.front());
+      pending_.pop_front();
+      lock.unlock();
+      std::unique_ptr<rd_kafka_topic_t, TopicDeleter> rkt(rd_kafka_topic_new(rk_, topic.c_str(), nullptr));
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rkt && rd_kafka_metadata(rk_, 0, rkt.get(), &md, kTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        rd_kafka_metadata_destroy(md);
+      }
+      lock.lock();
+    }
+  }
+
+  rd_kafka_t* rk_;  // owned by the producer, which outlives this object
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::string> pending_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+KafkaProducer::KafkaProducer() = default;
+
+rd_kafka_topic_t* KafkaProducer::TopicHandle(const std::string& name) {
+  auto it = topics_.find(name);
+  if (it != topics_.end()) return it->second.get();
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_.get(), name.c_str(), nullptr);
+  if (!rkt) return nullptr;
+  topics_.emplace(name, rkt);
+  prefetcher_->Request(name);
+  return rkt;
+}
 
 std::string DescribeRecord(const Record& record) {
   std::string out;
@@ -82,6 +149,7 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
   producer->max_value_bytes_ = static_cast<size_t>(std::max(0L, message_max - 16384));
   producer->rk_.reset(rk);
   producer->main_queue_.reset(rd_kafka_queue_get_main(rk));
+  producer->prefetcher_ = std::make_unique<MetadataPrefetcher>(rk);
 
   int fds[2];
   if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return Status::Internal("cannot create a pipe");
@@ -92,8 +160,10 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
 }
 
 KafkaProducer::~KafkaProducer() {
+  prefetcher_.reset();
   if (main_queue_) rd_kafka_queue_io_event_enable(main_queue_.get(), -1, nullptr, 0);
   main_queue_.reset();
+  topics_.clear();
   rk_.reset();
   if (event_read_fd_ >= 0) close(event_read_fd_);
   if (event_write_fd_ >= 0) close(event_write_fd_);
@@ -115,9 +185,15 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
   const size_t value_size = record.value ? record.value->size() : 0;
   const int32_t partition = record.partition == kAnyPartition ? RD_KAFKA_PARTITION_UA : record.partition;
   void* opaque = reinterpret_cast<void*>(static_cast<uintptr_t>(ticket));
+  rd_kafka_topic_t* rkt = TopicHandle(record.topic);
+  if (!rkt) {
+    if (error_code) *error_code = rd_kafka_last_error();
+    return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " +
+                         rd_kafka_err2str(rd_kafka_last_error()));
+  }
   while (true) {
     const rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_.get(), RD_KAFKA_V_TOPIC(record.topic.c_str()),
+        rk_.get(), RD_KAFKA_V_RKT(rkt),
         RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
         RD_KAFKA_V_TIMESTAMP(record.timestamp_ms), RD_KAFKA_V_HEADERS(headers.get()),

@@ -5,6 +5,11 @@
 // ticket. Poll() serves delivery reports, calling the DeliveryHandler once per record with
 // its ticket. event_fd() becomes readable when reports are waiting, so an event loop can wait
 // on it instead of spinning. Not thread-safe: use from one thread.
+//
+// The first record for a topic triggers a metadata request for that topic on a background
+// thread: librdkafka on its own learns a new topic's partitions only on its one-second topic
+// scan, so every new topic (and a relay's start) would otherwise hold its first records
+// for up to a second. Topic handles are kept for the producer's lifetime.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -14,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "common/status.h"
 #include "transform/record.h"
@@ -54,7 +60,9 @@ class KafkaProducer {
   void PurgeAll();
 
  private:
-  KafkaProducer() = default;
+  class MetadataPrefetcher;
+  KafkaProducer();
+  rd_kafka_topic_t* TopicHandle(const std::string& name);
   static void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
 
   struct HandleDeleter {
@@ -64,7 +72,13 @@ class KafkaProducer {
     void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
   };
   std::unique_ptr<rd_kafka_t, HandleDeleter> rk_;
+  struct TopicDeleter {
+    void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
+  };
   std::unique_ptr<rd_kafka_queue_t, QueueDeleter> main_queue_;
+  std::unordered_map<std::string, std::unique_ptr<rd_kafka_topic_t, TopicDeleter>> topics_;
+  // Declared after rk_ so that it is destroyed (and its thread joined) before the handle.
+  std::unique_ptr<MetadataPrefetcher> prefetcher_;
   DeliveryHandler handler_;
   int event_read_fd_ = -1;
   int event_write_fd_ = -1;

@@ -6,6 +6,7 @@
 // once warm. Not thread-safe; one decoder per stream.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -27,11 +28,18 @@ struct DecodedMessage {
 
 class Wal2JsonDecoder {
  public:
+  Wal2JsonDecoder();
+  ~Wal2JsonDecoder();
+  Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept;
+  Wal2JsonDecoder& operator=(Wal2JsonDecoder&&) noexcept;
+
   // `data_start` is the XLogData dataStart of the CopyData message carrying `json`; it names
   // the position in errors and is the confirmable position for a commit.
   Status Decode(std::string_view json, Lsn data_start, DecodedMessage& out);
 
  private:
+  class Parser;  // streaming (SAX) parse state, reused between messages
+  std::unique_ptr<Parser> parser_;
   // The commit time of the transaction being decoded, so rows need not re-parse it.
   std::string last_timestamp_text_;
   int64_t last_timestamp_ms_ = 0;

@@ -8,6 +8,7 @@ packages=(
   libpq-dev librdkafka-dev rapidjson-dev libboost-dev libspdlog-dev doctest-dev libcli11-dev
   postgresql-15 postgresql-15-wal2json
   kcat
+  libhiredis-dev redis-server    # the idempotent consumer's Redis store and its tests
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
 )
@@ -26,8 +27,9 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-# The server package starts a default cluster on 5432; walrelay's demo and tests never use it
-# (they start their own on a free port), so keep apt from starting services.
+# The server packages start a default PostgreSQL cluster on 5432 and a redis-server on 6379;
+# walrelay's demo and tests never use them (they start their own on free ports), so keep apt
+# from starting services.
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
   $SUDO chmod +x /usr/sbin/policy-rc.d

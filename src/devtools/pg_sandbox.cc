@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "devtools/child_process.h"
+#include "devtools/free_port.h"
 #include "pg/pg_handles.h"
 
 namespace walrelay::devtools {
@@ -33,21 +34,6 @@ namespace fs = std::filesystem;
 constexpr int kMinMajorVersion = 15;
 constexpr const char* kInstallHint =
     "install postgresql-15 and postgresql-15-wal2json: scripts/install-deps.sh";
-
-// Closes a socket descriptor on scope exit.
-class ScopedFd {
- public:
-  explicit ScopedFd(int fd) : fd_(fd) {}
-  ~ScopedFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  ScopedFd(const ScopedFd&) = delete;
-  ScopedFd& operator=(const ScopedFd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 bool IsExecutable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
 
@@ -73,23 +59,6 @@ Result<std::string> FindBinDir() {
     return Status::Precondition("no PostgreSQL >= 15 server binaries under /usr/lib/postgresql; " +
                                 std::string(kInstallHint));
   return "/usr/lib/postgresql/" + std::to_string(best) + "/bin";
-}
-
-// Binding port 0 lets the kernel pick a free port. Another process may take it before the
-// server binds; StartServer retries with a new port when that happens.
-Result<int> PickFreePort() {
-  ScopedFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (fd.get() < 0) return Status::Internal(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0)
-    return Status::Internal(std::string("bind 127.0.0.1:0: ") + std::strerror(errno));
-  socklen_t len = sizeof(addr);
-  if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    return Status::Internal(std::string("getsockname: ") + std::strerror(errno));
-  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 // The postgres user must be able to reach its cluster directory: a root-only $TMPDIR (e.g.

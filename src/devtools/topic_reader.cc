@@ -1,5 +1,7 @@
 #include "devtools/topic_reader.h"
 
+#include "consumer/internal.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -55,29 +57,15 @@ Result<MetadataPtr> FetchMetadata(rd_kafka_t* rk, int timeout_ms = kMetadataTime
 }
 
 ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
+  consumer::Message msg = consumer::MessageFromKafka(m);
   ConsumedRecord r;
-  r.topic = rd_kafka_topic_name(m->rkt);
-  r.partition = m->partition;
-  r.offset = m->offset;
-  if (m->key != nullptr) r.key.emplace(static_cast<const char*>(m->key), m->key_len);
-  if (m->payload != nullptr) r.value.emplace(static_cast<const char*>(m->payload), m->len);
-  rd_kafka_headers_t* hdrs = nullptr;  // owned by the message
-  if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    const char* name = nullptr;
-    const void* value = nullptr;
-    size_t size = 0;
-    for (size_t i = 0;
-         rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
-         ++i) {
-      walrelay::Header h;
-      h.key = name;
-      if (value != nullptr) h.value.emplace(static_cast<const char*>(value), size);
-      r.headers.push_back(std::move(h));
-    }
-  }
-  rd_kafka_timestamp_type_t ts_type = RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
-  const int64_t ts = rd_kafka_message_timestamp(m, &ts_type);
-  r.timestamp_ms = ts_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
+  r.topic = std::move(msg.topic);
+  r.partition = msg.partition;
+  r.offset = msg.offset;
+  r.key = std::move(msg.key);
+  r.value = std::move(msg.value);
+  for (auto& h : msg.headers) r.headers.push_back(walrelay::Header{std::move(h.key), std::move(h.value)});
+  r.timestamp_ms = msg.timestamp_ms;
   return r;
 }
 

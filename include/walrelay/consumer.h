@@ -1,0 +1,350 @@
+// walrelay's idempotent consumer: a librdkafka consumer-group member that calls a handler at
+// most once to completion per idempotency key, however often Kafka delivers the record.
+//
+// walrelay delivers at least once, so a record may arrive twice (rebalances, poll timeouts,
+// restarts, a relay restart that repeats a transaction). Each record's idempotency key (by
+// default its `id` header, the outbox event id) is claimed in an IdempotencyStore, scoped by
+// ConsumerOptions::name, before the handler runs:
+//
+//  - PostgresStore (the default choice): the handler receives the open database transaction
+//    that also marks the key COMPLETED, so the handler's writes, any outbox rows it adds and
+//    the key commit together or not at all. Exactly-once effects for everything in that
+//    database.
+//  - RedisStore: for handlers whose effects live elsewhere. One atomic Lua script claims the
+//    key with a lease on the Redis server's clock. A crash after the effect and before the key
+//    is marked COMPLETED repeats the effect; see docs/consumer.md.
+//
+// The Kafka offset is committed only after the store recorded the outcome. A failing handler
+// is retried with exponential backoff up to max_attempts (counted in the store, so restarts
+// and crashes count too); then, or at once for a non-retriable error, the record goes to the
+// dead-letter topic with reason headers, its key is marked FAILED and the partition moves on.
+//
+// Threading: Run() blocks the calling thread and uses the store from it only; Stop() and
+// stats() may be called from any thread. Separate Consumer objects are independent.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace walrelay::consumer {
+
+struct MessageHeader {
+  std::string key;
+  std::optional<std::string> value;  // nullopt = null header value
+};
+
+// One Kafka record as delivered. Null key/value are nullopt, distinct from "".
+struct Message {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  std::optional<std::string> key;
+  std::optional<std::string> value;
+  std::vector<MessageHeader> headers;
+  int64_t timestamp_ms = -1;  // -1 when the record has none
+
+  // The first header named `name`, or nullptr.
+  const MessageHeader* FindHeader(std::string_view name) const;
+};
+
+// What a handler reports. Done's `result` is stored with the COMPLETED key (text, may be
+// empty) and handed to observers of later duplicates.
+struct HandlerResult {
+  enum class Kind { kDone, kRetry, kReject };
+  Kind kind = Kind::kDone;
+  std::string result;       // kDone
+  std::string error_class;  // kRetry/kReject: e.g. "ValidationError", "sqlstate:40001"
+  std::string message;      // kRetry/kReject: why, for logs, the key row and the dead letter
+
+  static HandlerResult Done(std::string result = {});
+  // Worth another try (unless error_class is listed in non_retriable_errors).
+  static HandlerResult Retry(std::string error_class, std::string message);
+  // Will never succeed: dead-lettered at once.
+  static HandlerResult Reject(std::string error_class, std::string message);
+};
+
+// Rows of a query run through HandlerContext::Exec. Values are text; SQL NULL is nullopt.
+struct SqlRows {
+  std::vector<std::vector<std::optional<std::string>>> rows;
+};
+
+// What the handler receives with the record.
+class HandlerContext {
+ public:
+  HandlerContext(const Message& message, std::string idempotency_key, int attempt, PGconn* conn)
+      : message_(message), key_(std::move(idempotency_key)), attempt_(attempt), conn_(conn) {}
+
+  const Message& message() const { return message_; }
+  const std::string& idempotency_key() const { return key_; }
+  // 1 for the first run; includes runs that crashed the process.
+  int attempt() const { return attempt_; }
+
+  // PostgresStore: the connection, inside the transaction that will mark the key COMPLETED.
+  // Do not COMMIT or ROLLBACK on it; return a HandlerResult instead. nullptr for RedisStore.
+  PGconn* connection() const { return conn_; }
+
+  // Runs one SQL statement with text parameters ($1, $2, ...) in that transaction. A failure
+  // becomes a Status whose message starts with "sqlstate:<code>: "; SqlFailure() turns it into
+  // the HandlerResult to return. Error without a connection (RedisStore).
+  Result<SqlRows> Exec(const std::string& sql,
+                       const std::vector<std::optional<std::string>>& params = {}) const;
+  // Retry (or Reject, via non_retriable_errors) with error_class "sqlstate:<code>".
+  static HandlerResult SqlFailure(const Status& status);
+
+ private:
+  const Message& message_;
+  std::string key_;
+  int attempt_;
+  PGconn* conn_;
+};
+
+using Handler = std::function<HandlerResult(HandlerContext&)>;
+
+// The idempotency key of a record, or an error (the record is then dead-lettered at once with
+// error class "InvalidIdempotencyKey").
+using KeyExtractor = std::function<Result<std::string>(const Message&)>;
+
+// --- Stores ------------------------------------------------------------------------------
+
+// The answer to a claim on a key.
+struct Claim {
+  enum class State {
+    kAcquired,      // free or new: this owner may run the handler
+    kTakenOver,     // another owner's lease had expired: this owner took it
+    kDuplicate,     // COMPLETED before: skip; `result` holds the stored result
+    kFailed,        // dead-lettered before: skip
+    kConflict,      // another owner holds a live lease: try again after `retry_after`
+  };
+  State state = State::kAcquired;
+  int attempts = 0;                       // runs started so far, this one included
+  std::string result;                     // kDuplicate
+  std::string last_error;                 // the latest recorded failure, if any
+  std::string previous_owner;             // kTakenOver, kConflict
+  std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
+};
+
+const char* ClaimStateName(Claim::State state);
+
+// How a claimed run ended.
+struct RunOutcome {
+  enum class Kind {
+    kCompleted,  // handler done and key COMPLETED (with the handler's writes, for Postgres)
+    kFailed,     // handler failed; nothing of it was kept (Postgres) / key still claimed
+    kLost,       // the claim was no longer ours when completing: re-claim to see who won
+  };
+  Kind kind = Kind::kCompleted;
+  HandlerResult handler;  // what the handler returned
+};
+
+// Keeps, per (consumer name, key), whether a handler ran to completion. Implementations must
+// make Acquire atomic against concurrent Acquire calls for the same key from any process.
+class IdempotencyStore {
+ public:
+  virtual ~IdempotencyStore() = default;
+  // Claims `key` for `owner` for `lease`, counting an attempt when it is granted.
+  virtual Result<Claim> Acquire(const std::string& consumer, const std::string& key,
+                                const std::string& owner, std::chrono::milliseconds lease,
+                                const Message& message) = 0;
+  // Runs `handler` under the claim and, if it succeeds, marks the key COMPLETED with a
+  // retention of `completed_ttl`.
+  virtual Result<RunOutcome> Run(const std::string& consumer, const std::string& key,
+                                 const std::string& owner, std::chrono::milliseconds completed_ttl,
+                                 const Message& message, int attempt, const Handler& handler) = 0;
+  // Gives up the claim after a failed run (the key stays PENDING, attempts kept).
+  virtual Status Release(const std::string& consumer, const std::string& key,
+                         const std::string& owner, const std::string& error) = 0;
+  // Marks the key FAILED (dead-lettered) with a retention of `failed_ttl`.
+  virtual Status MarkFailed(const std::string& consumer, const std::string& key,
+                            const std::string& error, std::chrono::milliseconds failed_ttl) = 0;
+  // Deletes up to `batch_size` expired keys; returns how many. Stores whose keys expire on
+  // their own return 0.
+  virtual Result<int64_t> CleanupBatch(int batch_size) = 0;
+};
+
+struct PostgresStoreOptions {
+  // libpq connection string or URI. Its password never appears in errors or logs.
+  std::string conninfo;
+  // The processed-keys table: "name" or "schema.name" (letters, digits, '_').
+  std::string table = "public.walrelay_consumer_keys";
+  // PENDING rows whose lease ended this long ago are deleted by Cleanup too (a record that
+  // was never redelivered); its attempts are forgotten, nothing else.
+  std::chrono::milliseconds pending_retention = std::chrono::hours(24);
+};
+
+class PostgresStore final : public IdempotencyStore {
+ public:
+  // Connects. The table must exist (CreateSchema or docs/consumer.sql).
+  static Result<std::unique_ptr<PostgresStore>> Connect(const PostgresStoreOptions& options);
+  ~PostgresStore() override;
+
+  // Creates the table and its expires_at index if missing (docs/consumer.sql, with `table`).
+  Status CreateSchema();
+
+  Result<Claim> Acquire(const std::string& consumer, const std::string& key,
+                        const std::string& owner, std::chrono::milliseconds lease,
+                        const Message& message) override;
+  Result<RunOutcome> Run(const std::string& consumer, const std::string& key,
+                         const std::string& owner, std::chrono::milliseconds completed_ttl,
+                         const Message& message, int attempt, const Handler& handler) override;
+  Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
+                 const std::string& error) override;
+  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
+                    std::chrono::milliseconds failed_ttl) override;
+  Result<int64_t> CleanupBatch(int batch_size) override;
+
+ private:
+  struct Impl;
+  explicit PostgresStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RedisStoreOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string password;  // AUTH when not empty; never in errors or logs
+  std::string username;  // ACL user for AUTH (Redis 6+); "" = default user
+  std::string key_prefix = "walrelay:consumer:";  // keys are <prefix><consumer>:<key>
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);  // connect and command timeout
+  // A PENDING key (attempts, last error) outlives its lease by this much, then Redis drops it.
+  std::chrono::milliseconds pending_retention = std::chrono::hours(24);
+};
+
+class RedisStore final : public IdempotencyStore {
+ public:
+  // Connects, authenticates and loads the scripts.
+  static Result<std::unique_ptr<RedisStore>> Connect(const RedisStoreOptions& options);
+  ~RedisStore() override;
+
+  Result<Claim> Acquire(const std::string& consumer, const std::string& key,
+                        const std::string& owner, std::chrono::milliseconds lease,
+                        const Message& message) override;
+  Result<RunOutcome> Run(const std::string& consumer, const std::string& key,
+                         const std::string& owner, std::chrono::milliseconds completed_ttl,
+                         const Message& message, int attempt, const Handler& handler) override;
+  Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
+                 const std::string& error) override;
+  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
+                    std::chrono::milliseconds failed_ttl) override;
+  // Redis expires keys itself (every key carries a TTL): always 0.
+  Result<int64_t> CleanupBatch(int batch_size) override;
+
+ private:
+  struct Impl;
+  explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Deletes expired keys in batches of `batch_size` until none is left; returns the total.
+Result<int64_t> Cleanup(IdempotencyStore& store, int batch_size);
+
+// --- The consumer ------------------------------------------------------------------------
+
+enum class LogLevel { kDebug, kInfo, kWarn, kError };
+using LogFunction = std::function<void(LogLevel, const std::string&)>;
+
+// What happened to one record, for ConsumerOptions::on_processed.
+struct RecordOutcome {
+  enum class Kind {
+    kCompleted,     // the handler ran to completion now
+    kDuplicate,     // the key was COMPLETED before; handler not called
+    kDeadLettered,  // published to the dead-letter topic now, key FAILED
+    kAlreadyFailed, // the key was dead-lettered before; skipped
+  };
+  Kind kind = Kind::kCompleted;
+  std::string idempotency_key;
+  int attempts = 0;
+  std::string result;  // kCompleted, kDuplicate: the handler's result
+  std::string error;   // kDeadLettered: "class: message"
+};
+
+const char* RecordOutcomeName(RecordOutcome::Kind kind);
+
+struct ConsumerOptions {
+  // Scopes the idempotency keys: consumers with the same name share one set of keys (run
+  // several instances of one service under one name), different names are independent.
+  std::string name;
+  std::string bootstrap_servers;
+  std::string group_id;  // "" = name
+  std::vector<std::string> topics;
+  // Any other librdkafka consumer property (security.protocol, sasl.*, session.timeout.ms...).
+  // enable.auto.commit and enable.auto.offset.store are always false.
+  std::map<std::string, std::string> kafka_properties;
+
+  // The header holding the idempotency key, and the key extractor that replaces it when set.
+  std::string key_header = "id";
+  KeyExtractor key_extractor;
+
+  // Handler runs per key before the record is dead-lettered (>= 1).
+  int max_attempts = 5;
+  // Wait before run n+1: backoff_initial * 2^(n-1), at most backoff_max.
+  std::chrono::milliseconds backoff_initial{200};
+  std::chrono::milliseconds backoff_max{10000};
+  // Dead-letter topic; "" = "<name>.dlq".
+  std::string dead_letter_topic;
+  // Error classes that skip the retries: exact names, or a prefix ending in '*'.
+  std::vector<std::string> non_retriable_errors = {"sqlstate:22*", "sqlstate:23*"};
+
+  // How long a claim holds a key before another consumer may take it over. Must exceed the
+  // handler's longest run for RedisStore (PostgresStore also holds the row lock while running).
+  std::chrono::milliseconds lease{30000};
+  // How long COMPLETED and FAILED keys are kept: the window in which duplicates are caught.
+  std::chrono::milliseconds completed_ttl = std::chrono::hours(24 * 7);
+  std::chrono::milliseconds failed_ttl = std::chrono::hours(24 * 7);
+  // Wait between retries when the store is unreachable.
+  std::chrono::milliseconds store_retry_backoff{1000};
+
+  // Called after the store recorded a record's outcome and before its offset is committed.
+  std::function<void(const Message&, const RecordOutcome&)> on_processed;
+  // Log lines; nullptr = stderr for warnings and errors.
+  LogFunction log;
+};
+
+struct ConsumerStats {
+  int64_t completed = 0;
+  int64_t duplicates = 0;
+  int64_t dead_lettered = 0;
+  int64_t retries = 0;     // failed runs that were tried again
+  int64_t conflicts = 0;   // claims refused because another owner held the key
+  int64_t takeovers = 0;   // expired claims taken over
+};
+
+class Consumer {
+ public:
+  // Checks the options and creates the Kafka consumer and the dead-letter producer. The
+  // store must outlive the consumer. Errors name the option that is wrong.
+  static Result<std::unique_ptr<Consumer>> Create(ConsumerOptions options,
+                                                  IdempotencyStore& store, Handler handler);
+  ~Consumer();
+  Consumer(const Consumer&) = delete;
+  Consumer& operator=(const Consumer&) = delete;
+
+  // Subscribes and processes records until Stop(). Returns an error only for what it cannot
+  // get past: a dead-letter record Kafka refused, or a fatal Kafka client error. A record
+  // interrupted by Stop() is not committed and is redelivered later.
+  Status Run();
+  // Makes Run() return soon, also from a backoff wait. Thread-safe.
+  void Stop();
+
+  ConsumerStats stats() const;
+  // This instance's owner token (host:pid:random), as stored in locked_by.
+  const std::string& owner() const;
+
+ private:
+  struct Impl;
+  explicit Consumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace walrelay::consumer

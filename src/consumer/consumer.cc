@@ -1,0 +1,446 @@
+// Consumer: the poll loop. One record at a time per consumer, in partition order:
+//   key -> claim -> handler -> store outcome -> on_processed -> commit offset (synchronously).
+// The offset is committed only after the store recorded the outcome, so a crash anywhere
+// before it means a redelivery, which the store then recognises.
+//
+// Retries happen in place, with the record's partition held back while the consumer waits;
+// librdkafka's background thread keeps the group membership alive meanwhile, and Create()
+// checks that a record's worst-case backoff stays well inside max.poll.interval.ms.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <random>
+
+#include "consumer/internal.h"
+#include "consumer/kafka_handles.h"
+#include "walrelay/consumer.h"
+
+namespace walrelay::consumer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Headers the dead-letter record carries on top of the original ones.
+constexpr const char* kDlqPrefix = "__walrelay.consumer.";
+
+// Consumer properties that would break the offset rule are refused rather than overridden
+// silently.
+constexpr const char* kForcedFalse[] = {"enable.auto.commit", "enable.auto.offset.store"};
+
+// Properties the dead-letter producer shares with the consumer: how to reach and log in to
+// the cluster. Consumer-only ones would make librdkafka warn on a producer.
+bool SharedWithProducer(const std::string& key) {
+  for (const char* prefix : {"security.", "sasl.", "ssl.", "socket.", "client.", "broker.",
+                             "reconnect.", "metadata.", "api.version", "topic.metadata."})
+    if (key.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+std::string MakeOwnerToken() {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "unknown");
+  std::random_device rd;
+  char suffix[17];
+  std::snprintf(suffix, sizeof(suffix), "%08x%08x", rd(), rd());
+  return std::string(host) + ":" + std::to_string(::getpid()) + ":" + suffix;
+}
+
+bool MatchesClass(const std::vector<std::string>& patterns, const std::string& error_class) {
+  for (const auto& p : patterns) {
+    if (!p.empty() && p.back() == '*') {
+      if (error_class.rfind(p.substr(0, p.size() - 1), 0) == 0) return true;
+    } else if (p == error_class) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Where(const Message& m) {
+  return m.topic + "[" + std::to_string(m.partition) + "]@" + std::to_string(m.offset);
+}
+
+void StderrLog(LogLevel level, const std::string& line) {
+  if (level == LogLevel::kWarn || level == LogLevel::kError)
+    std::fprintf(stderr, "walrelay-consumer %s: %s\n", level == LogLevel::kWarn ? "warn" : "error",
+                 line.c_str());
+}
+
+// Why a record goes to the dead-letter topic.
+struct DeadLetterReason {
+  std::string error_class;
+  std::string message;
+  int attempts = 0;
+};
+
+}  // namespace
+
+struct Consumer::Impl {
+  ConsumerOptions options;
+  IdempotencyStore* store = nullptr;
+  Handler handler;
+  std::string owner;
+  KafkaHandlePtr consumer;
+  KafkaHandlePtr producer;
+
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::condition_variable cv;
+
+  std::atomic<int64_t> completed{0}, duplicates{0}, dead_lettered{0}, retries{0}, conflicts{0},
+      takeovers{0};
+
+  void Log(LogLevel level, const std::string& line) const {
+    if (options.log) options.log(level, line);
+    else StderrLog(level, line);
+  }
+
+  // Sleeps up to `d`; false when Stop() was called.
+  bool Wait(std::chrono::milliseconds d) {
+    std::unique_lock<std::mutex> lock(mu);
+    return !cv.wait_for(lock, d, [this] { return stop.load(); });
+  }
+
+  std::chrono::milliseconds Backoff(int attempt) const {
+    auto d = options.backoff_initial;
+    for (int i = 1; i < attempt && d < options.backoff_max; ++i) d *= 2;
+    return std::min(d, options.backoff_max);
+  }
+
+  Result<std::string> KeyOf(const Message& m) const {
+    if (options.key_extractor) return options.key_extractor(m);
+    const MessageHeader* h = m.FindHeader(options.key_header);
+    if (h == nullptr) return Status::Precondition("no '" + options.key_header + "' header");
+    if (!h->value || h->value->empty())
+      return Status::Precondition("the '" + options.key_header + "' header is null or empty");
+    return *h->value;
+  }
+
+  // Publishes the dead letter and waits for Kafka's acknowledgement.
+  Status PublishDeadLetter(const Message& m, const std::string& key, const DeadLetterReason& why);
+
+  // Handles one record to a final outcome; nullopt when Stop() interrupted it.
+  Result<std::optional<RecordOutcome>> Process(const Message& m);
+};
+
+Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& key,
+                                         const DeadLetterReason& why) {
+  HeadersPtr headers(rd_kafka_headers_new(m.headers.size() + 9));
+  for (const auto& h : m.headers)
+    rd_kafka_header_add(headers.get(), h.key.data(), static_cast<ssize_t>(h.key.size()),
+                        h.value ? h.value->data() : nullptr,
+                        h.value ? static_cast<ssize_t>(h.value->size()) : 0);
+  auto add = [&](const char* name, const std::string& value) {
+    const std::string full = std::string(kDlqPrefix) + name;
+    rd_kafka_header_add(headers.get(), full.data(), static_cast<ssize_t>(full.size()), value.data(),
+                        static_cast<ssize_t>(value.size()));
+  };
+  add("name", options.name);
+  add("key", key);
+  add("error.class", why.error_class);
+  add("error.message", why.message);
+  add("attempts", std::to_string(why.attempts));
+  add("original.topic", m.topic);
+  add("original.partition", std::to_string(m.partition));
+  add("original.offset", std::to_string(m.offset));
+
+  DeliverySlot slot;
+  // The macros cast their arguments without parentheses: pass plain variables.
+  const void* key_data = m.key ? m.key->data() : nullptr;
+  const size_t key_len = m.key ? m.key->size() : 0;
+  void* value_data = m.value ? const_cast<char*>(m.value->data()) : nullptr;
+  const size_t value_len = m.value ? m.value->size() : 0;
+  // producev takes the headers only on success.
+  const rd_kafka_resp_err_t err = rd_kafka_producev(
+      producer.get(), RD_KAFKA_V_TOPIC(options.dead_letter_topic.c_str()),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_data, key_len),
+      RD_KAFKA_V_VALUE(value_data, value_len), RD_KAFKA_V_HEADERS(headers.get()),
+      RD_KAFKA_V_OPAQUE(&slot), RD_KAFKA_V_END);
+  const std::string what = "dead letter for " + Where(m) + " (key '" + key + "') to topic " +
+                           options.dead_letter_topic;
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return Status::Kafka("cannot produce the " + what + ": " + rd_kafka_err2str(err));
+  headers.release();
+  // message.timeout.ms bounds this; the slot is filled by the delivery report.
+  while (!slot.done) rd_kafka_poll(producer.get(), 100);
+  if (slot.error != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return Status::Kafka("Kafka refused the " + what + ": " + rd_kafka_err2str(slot.error));
+  return Status::Ok();
+}
+
+Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
+  RecordOutcome outcome;
+  auto key = KeyOf(m);
+  if (!key.ok() || key->empty() || key->size() > 1024 || key->find('\0') != std::string::npos) {
+    // Without a usable key there is nothing to deduplicate on: straight to the dead letters.
+    const std::string why = !key.ok() ? key.status().message()
+                            : key->empty() ? "the key extractor returned an empty key"
+                                           : "the key is longer than 1024 bytes or holds a NUL";
+    DeadLetterReason reason{"InvalidIdempotencyKey", why, 0};
+    WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, key.ok() ? *key : "", reason));
+    Log(LogLevel::kWarn, Where(m) + " dead-lettered: " + why);
+    outcome.kind = RecordOutcome::Kind::kDeadLettered;
+    outcome.error = reason.error_class + ": " + why;
+    ++dead_lettered;
+    return std::optional<RecordOutcome>(outcome);
+  }
+  outcome.idempotency_key = *key;
+  const std::string ctx = Where(m) + " key '" + *key + "'";
+
+  // Store calls that fail for lack of a connection are repeated until they get through.
+  auto store_down = [&](const Status& st) {
+    Log(LogLevel::kWarn, ctx + ": " + st.ToString() + "; retrying");
+    return Wait(options.store_retry_backoff);
+  };
+
+  while (!stop) {
+    auto claim = store->Acquire(options.name, *key, owner, options.lease, m);
+    if (!claim.ok()) {
+      if (claim.status().code() != ErrorCode::kConnection) return claim.status().WithContext(ctx);
+      if (!store_down(claim.status())) break;
+      continue;
+    }
+    outcome.attempts = claim->attempts;
+    switch (claim->state) {
+      case Claim::State::kDuplicate:
+        outcome.kind = RecordOutcome::Kind::kDuplicate;
+        outcome.result = claim->result;
+        ++duplicates;
+        Log(LogLevel::kDebug, ctx + ": duplicate, already completed");
+        return std::optional<RecordOutcome>(outcome);
+      case Claim::State::kFailed:
+        outcome.kind = RecordOutcome::Kind::kAlreadyFailed;
+        outcome.error = claim->last_error;
+        ++duplicates;
+        Log(LogLevel::kDebug, ctx + ": duplicate of a dead-lettered record");
+        return std::optional<RecordOutcome>(outcome);
+      case Claim::State::kConflict: {
+        ++conflicts;
+        const auto wait = std::clamp(claim->retry_after, options.backoff_initial, options.backoff_max);
+        Log(LogLevel::kDebug, ctx + ": held by " + claim->previous_owner + ", asking again in " +
+                                  std::to_string(wait.count()) + " ms");
+        if (!Wait(wait)) return std::optional<RecordOutcome>();
+        continue;
+      }
+      case Claim::State::kTakenOver:
+        ++takeovers;
+        Log(LogLevel::kWarn, ctx + ": took over from " + claim->previous_owner +
+                                 ", whose lease had ended (attempt " +
+                                 std::to_string(claim->attempts) + ")");
+        break;
+      case Claim::State::kAcquired:
+        break;
+    }
+
+    DeadLetterReason reason;
+    if (claim->attempts > options.max_attempts) {
+      // Earlier runs used up the attempts (some may have crashed the process).
+      reason = {"AttemptsExhausted",
+                "no run succeeded in " + std::to_string(options.max_attempts) +
+                    " attempts; last error: " +
+                    (claim->last_error.empty() ? "(none recorded)" : claim->last_error),
+                claim->attempts - 1};
+    } else {
+      auto run = store->Run(options.name, *key, owner, options.completed_ttl, m, claim->attempts,
+                            handler);
+      if (!run.ok()) {
+        if (run.status().code() != ErrorCode::kConnection) return run.status().WithContext(ctx);
+        if (!store_down(run.status())) break;
+        continue;  // the claim is still ours; the next Acquire counts a new attempt
+      }
+      if (run->kind == RunOutcome::Kind::kCompleted) {
+        outcome.kind = RecordOutcome::Kind::kCompleted;
+        outcome.result = run->handler.result;
+        ++completed;
+        return std::optional<RecordOutcome>(outcome);
+      }
+      if (run->kind == RunOutcome::Kind::kLost) {
+        Log(LogLevel::kWarn, ctx + ": the claim was taken over before the run completed; the "
+                                   "lease is shorter than the handler's run");
+        continue;
+      }
+      const HandlerResult& h = run->handler;
+      const std::string error = h.error_class + ": " + h.message;
+      const bool permanent =
+          h.kind == HandlerResult::Kind::kReject || MatchesClass(options.non_retriable_errors, h.error_class);
+      if (!permanent && claim->attempts < options.max_attempts) {
+        ++retries;
+        const auto wait = Backoff(claim->attempts);
+        Log(LogLevel::kWarn, ctx + ": attempt " + std::to_string(claim->attempts) + " of " +
+                                 std::to_string(options.max_attempts) + " failed (" + error +
+                                 "); retrying in " + std::to_string(wait.count()) + " ms");
+        Status released = store->Release(options.name, *key, owner, error);
+        if (!released.ok()) Log(LogLevel::kWarn, ctx + ": " + released.ToString());
+        if (!Wait(wait)) return std::optional<RecordOutcome>();
+        continue;
+      }
+      reason = {h.error_class,
+                h.message + (permanent ? " (not retriable)"
+                                       : " (after " + std::to_string(claim->attempts) + " attempts)"),
+                claim->attempts};
+    }
+
+    WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
+    const std::string error = reason.error_class + ": " + reason.message;
+    while (true) {
+      Status st = store->MarkFailed(options.name, *key, error, options.failed_ttl);
+      if (st.ok()) break;
+      if (st.code() != ErrorCode::kConnection) return st.WithContext(ctx);
+      // Not marked: a redelivery would dead-letter the record once more, nothing worse.
+      if (!store_down(st)) return std::optional<RecordOutcome>();
+    }
+    Log(LogLevel::kError, ctx + ": dead-lettered to " + options.dead_letter_topic + ": " + error);
+    outcome.kind = RecordOutcome::Kind::kDeadLettered;
+    outcome.error = error;
+    ++dead_lettered;
+    return std::optional<RecordOutcome>(outcome);
+  }
+  return std::optional<RecordOutcome>();
+}
+
+Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Consumer::~Consumer() = default;
+
+Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
+                                                   IdempotencyStore& store, Handler handler) {
+  if (options.name.empty()) return Status::Config("ConsumerOptions.name is empty");
+  if (options.name.find(':') != std::string::npos)
+    return Status::Config("ConsumerOptions.name '" + options.name + "' must not contain ':'");
+  if (options.bootstrap_servers.empty())
+    return Status::Config("ConsumerOptions.bootstrap_servers is empty");
+  if (options.topics.empty()) return Status::Config("ConsumerOptions.topics is empty");
+  if (!handler) return Status::Config("the handler is empty");
+  if (options.key_header.empty() && !options.key_extractor)
+    return Status::Config("ConsumerOptions.key_header is empty and no key_extractor is set");
+  if (options.max_attempts < 1)
+    return Status::Config("ConsumerOptions.max_attempts must be at least 1, got " +
+                          std::to_string(options.max_attempts));
+  if (options.backoff_initial.count() < 1 || options.backoff_max < options.backoff_initial)
+    return Status::Config("ConsumerOptions.backoff_initial must be >= 1 ms and <= backoff_max");
+  for (auto [name, value] : {std::pair{"lease", options.lease},
+                             std::pair{"completed_ttl", options.completed_ttl},
+                             std::pair{"failed_ttl", options.failed_ttl},
+                             std::pair{"store_retry_backoff", options.store_retry_backoff}})
+    if (value.count() < 1)
+      return Status::Config(std::string("ConsumerOptions.") + name + " must be positive");
+  if (options.group_id.empty()) options.group_id = options.name;
+  if (options.dead_letter_topic.empty()) options.dead_letter_topic = options.name + ".dlq";
+  for (const char* key : kForcedFalse) {
+    auto it = options.kafka_properties.find(key);
+    if (it != options.kafka_properties.end() && it->second != "false")
+      return Status::Config(std::string("ConsumerOptions.kafka_properties.") + key +
+                            " must be false: offsets are committed only after the store");
+  }
+
+  // Retries wait inside one poll; the whole series must end well before the group gives up
+  // on this member.
+  int64_t poll_interval_ms = 300000;
+  if (auto it = options.kafka_properties.find("max.poll.interval.ms");
+      it != options.kafka_properties.end())
+    poll_interval_ms = std::atoll(it->second.c_str());
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  std::chrono::milliseconds worst{0};
+  for (int n = 1; n < options.max_attempts; ++n) worst += impl->Backoff(n);
+  if (worst.count() * 2 > poll_interval_ms)
+    return Status::Config("ConsumerOptions: max_attempts " + std::to_string(options.max_attempts) +
+                          " with backoff up to " + std::to_string(options.backoff_max.count()) +
+                          " ms waits " + std::to_string(worst.count()) +
+                          " ms per record, more than half of max.poll.interval.ms (" +
+                          std::to_string(poll_interval_ms) + ")");
+
+  std::map<std::string, std::string> consumer_conf = {
+      {"bootstrap.servers", options.bootstrap_servers},
+      {"group.id", options.group_id},
+      {"client.id", "walrelay-consumer-" + options.name},
+      {"auto.offset.reset", "earliest"},
+      {"enable.partition.eof", "false"},
+  };
+  for (const auto& [k, v] : options.kafka_properties) consumer_conf[k] = v;
+  for (const char* key : kForcedFalse) consumer_conf[key] = "false";
+  auto consumer = MakeKafkaHandle(RD_KAFKA_CONSUMER, consumer_conf, "ConsumerOptions.kafka_properties.");
+  if (!consumer.ok()) return consumer.status();
+  rd_kafka_poll_set_consumer(consumer->get());
+
+  std::map<std::string, std::string> producer_conf = {
+      {"bootstrap.servers", options.bootstrap_servers},
+      {"client.id", "walrelay-consumer-" + options.name + "-dlq"},
+      {"enable.idempotence", "true"},
+      {"acks", "all"},
+      {"linger.ms", "0"},
+      {"message.timeout.ms", "30000"},
+  };
+  for (const auto& [k, v] : options.kafka_properties)
+    if (SharedWithProducer(k)) producer_conf[k] = v;
+  auto producer = MakeKafkaHandle(RD_KAFKA_PRODUCER, producer_conf, "ConsumerOptions.kafka_properties.");
+  if (!producer.ok()) return producer.status();
+
+  impl->store = &store;
+  impl->handler = std::move(handler);
+  impl->owner = MakeOwnerToken();
+  impl->consumer = std::move(consumer).value();
+  impl->producer = std::move(producer).value();
+  return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
+}
+
+Status Consumer::Run() {
+  Impl& d = *impl_;
+  PartitionListPtr topics(rd_kafka_topic_partition_list_new(static_cast<int>(d.options.topics.size())));
+  for (const auto& t : d.options.topics)
+    rd_kafka_topic_partition_list_add(topics.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
+  if (rd_kafka_resp_err_t err = rd_kafka_subscribe(d.consumer.get(), topics.get()); err != 0)
+    return Status::Kafka(std::string("cannot subscribe to the topics: ") + rd_kafka_err2str(err));
+  d.Log(LogLevel::kInfo, "consumer " + d.options.name + " (group " + d.options.group_id +
+                             ", owner " + d.owner + ") subscribed");
+
+  Status result;
+  while (!d.stop) {
+    MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
+    if (!msg) continue;
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      char fatal[512];
+      if (rd_kafka_fatal_error(d.consumer.get(), fatal, sizeof(fatal)) != 0) {
+        result = Status::Kafka(std::string("fatal Kafka consumer error: ") + fatal);
+        break;
+      }
+      // Unknown topics (not created yet), broker outages: librdkafka keeps trying.
+      d.Log(LogLevel::kWarn, std::string("Kafka: ") + rd_kafka_message_errstr(msg.get()));
+      continue;
+    }
+    const Message m = MessageFromKafka(msg.get());
+    auto outcome = d.Process(m);
+    if (!outcome.ok()) {
+      result = outcome.status();
+      break;
+    }
+    if (!*outcome) break;  // stopped mid-record: not committed, redelivered later
+    if (d.options.on_processed) d.options.on_processed(m, **outcome);
+    // Synchronous, so a crash after this line cannot redeliver the record; a failed commit
+    // (e.g. the partition moved to another member) only means a redelivery that is skipped.
+    if (rd_kafka_resp_err_t err = rd_kafka_commit_message(d.consumer.get(), msg.get(), 0); err != 0)
+      d.Log(LogLevel::kWarn, "offset commit for " + Where(m) + " failed: " + rd_kafka_err2str(err));
+  }
+  rd_kafka_consumer_close(d.consumer.get());
+  d.Log(LogLevel::kInfo, "consumer " + d.options.name + " stopped");
+  return result;
+}
+
+void Consumer::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->cv.notify_all();
+}
+
+ConsumerStats Consumer::stats() const {
+  const Impl& d = *impl_;
+  return ConsumerStats{d.completed, d.duplicates, d.dead_lettered, d.retries, d.conflicts,
+                       d.takeovers};
+}
+
+const std::string& Consumer::owner() const { return impl_->owner; }
+
+}  // namespace walrelay::consumer

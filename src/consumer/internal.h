@@ -1,0 +1,16 @@
+// Pieces the stores and the consumer loop share, not part of the public API.
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include "walrelay/consumer.h"
+
+namespace walrelay::consumer {
+
+// Calls the handler; an exception it throws becomes Retry("exception", what()).
+HandlerResult CallHandler(const Handler& handler, HandlerContext& context);
+
+// Copies a librdkafka message (topic, partition, offset, key, value, headers, timestamp).
+Message MessageFromKafka(const rd_kafka_message_t* m);
+
+}  // namespace walrelay::consumer

@@ -1,0 +1,227 @@
+// The idempotent consumer with its Redis store, against a real redis-server (Debian's package,
+// started on a free port) and librdkafka's mock cluster. Each path of the acquire script is
+// driven directly; then the consumer end to end.
+#include <atomic>
+#include <map>
+#include <mutex>
+
+#include "consumer_fixture.h"
+#include "devtools/redis_sandbox.h"
+
+namespace walrelay::testing {
+namespace {
+
+std::unique_ptr<devtools::RedisSandbox> StartRedis(const std::vector<std::string>& args = {}) {
+  auto r = devtools::RedisSandbox::Start(args);
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  return std::move(r).value();
+}
+
+std::unique_ptr<wc::RedisStore> Connect(const devtools::RedisSandbox& redis,
+                                        const std::string& password = "") {
+  wc::RedisStoreOptions o;
+  o.port = redis.port();
+  o.password = password;
+  auto s = wc::RedisStore::Connect(o);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  return std::move(s).value();
+}
+
+std::string Field(const devtools::RedisSandbox& redis, const std::string& key, const std::string& field) {
+  auto v = redis.Command({"HGET", "walrelay:consumer:svc:" + key, field});
+  REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+  return *v;
+}
+
+int64_t Ttl(const devtools::RedisSandbox& redis, const std::string& key) {
+  auto v = redis.Command({"PTTL", "walrelay:consumer:svc:" + key});
+  REQUIRE(v.ok());
+  return std::stoll(*v);
+}
+
+wc::Message Msg() {
+  wc::Message m;
+  m.topic = "orders";
+  m.partition = 2;
+  m.offset = 17;
+  return m;
+}
+
+wc::Handler Counting(std::map<std::string, int>& effects, std::mutex& mu) {
+  return [&effects, &mu](wc::HandlerContext& ctx) {
+    CHECK(ctx.connection() == nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    ++effects[ctx.idempotency_key()];
+    return wc::HandlerResult::Done("done " + ctx.idempotency_key());
+  };
+}
+
+TEST_CASE("RedisStore: acquired, conflict, stale takeover, duplicate, released and failed") {
+  auto redis = StartRedis();
+  auto store = Connect(*redis);
+  std::map<std::string, int> effects;
+  std::mutex mu;
+
+  // ACQUIRED: a new key, one attempt, a lease on the server's clock.
+  auto a = store->Acquire("svc", "k", "owner-a", 700ms, Msg());
+  REQUIRE(a.ok());
+  CHECK(a->state == wc::Claim::State::kAcquired);
+  CHECK(a->attempts == 1);
+  CHECK(Field(*redis, "k", "state") == "PENDING");
+  CHECK(Field(*redis, "k", "owner") == "owner-a");
+  CHECK(Field(*redis, "k", "topic") == "orders");
+  CHECK(Field(*redis, "k", "offset") == "17");
+  const int64_t locked_at = std::stoll(Field(*redis, "k", "locked_at"));
+  CHECK(std::stoll(Field(*redis, "k", "expires_at")) - locked_at == 700);
+  auto now = redis->Command({"TIME"});
+  REQUIRE(now.ok());
+  const int64_t server_ms = std::stoll(now->substr(0, now->find('\n'))) * 1000;
+  CHECK(std::llabs(server_ms - locked_at) < 2000);
+  // The PENDING key outlives its lease by the retention (24 h by default).
+  CHECK(Ttl(*redis, "k") > 86'000'000);
+
+  // CONFLICT: another owner while the lease runs; nothing changes.
+  auto b = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+  REQUIRE(b.ok());
+  CHECK(b->state == wc::Claim::State::kConflict);
+  CHECK(b->previous_owner == "owner-a");
+  CHECK(b->retry_after > 0ms);
+  CHECK(b->retry_after <= 700ms);
+  CHECK(Field(*redis, "k", "attempts") == "1");
+
+  // TAKEN_OVER once the lease has ended by the server's clock.
+  Result<wc::Claim> taken = Status::Internal("not run");
+  REQUIRE(WaitUntil([&] {
+    taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+    return taken.ok() && taken->state != wc::Claim::State::kConflict;
+  }, 5s));
+  CHECK(taken->state == wc::Claim::State::kTakenOver);
+  CHECK(taken->previous_owner == "owner-a");
+  CHECK(taken->attempts == 2);
+  CHECK(Field(*redis, "k", "owner") == "owner-b");
+
+  // The old owner's late completion is refused (its effect has happened, though: the
+  // documented limit of this store).
+  auto late = store->Run("svc", "k", "owner-a", 1h, Msg(), 1, Counting(effects, mu));
+  REQUIRE(late.ok());
+  CHECK(late->kind == wc::RunOutcome::Kind::kLost);
+  auto run = store->Run("svc", "k", "owner-b", 1h, Msg(), 2, Counting(effects, mu));
+  REQUIRE(run.ok());
+  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(Field(*redis, "k", "state") == "COMPLETED");
+  const int64_t ttl = Ttl(*redis, "k");
+  CHECK(ttl > 3'590'000);
+  CHECK(ttl <= 3'600'000);
+
+  // DUPLICATE, with the stored result.
+  auto dup = store->Acquire("svc", "k", "owner-c", 10s, Msg());
+  REQUIRE(dup.ok());
+  CHECK(dup->state == wc::Claim::State::kDuplicate);
+  CHECK(dup->result == "done k");
+  CHECK(Field(*redis, "k", "attempts") == "2");
+
+  // A failed run is released: free for anyone, attempts kept, last error recorded.
+  REQUIRE(store->Acquire("svc", "r", "owner-a", 10s, Msg())->state == wc::Claim::State::kAcquired);
+  REQUIRE(store->Release("svc", "r", "owner-a", "Flaky: timeout").ok());
+  CHECK(Field(*redis, "r", "owner") == "");
+  auto again = store->Acquire("svc", "r", "owner-b", 10s, Msg());
+  REQUIRE(again.ok());
+  CHECK(again->state == wc::Claim::State::kAcquired);
+  CHECK(again->attempts == 2);
+  CHECK(again->last_error == "Flaky: timeout");
+
+  // FAILED keys are skipped and expire after failed_ttl; COMPLETED ones are never failed.
+  REQUIRE(store->MarkFailed("svc", "r", "Poison: bad", 2h).ok());
+  auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
+  REQUIRE(failed.ok());
+  CHECK(failed->state == wc::Claim::State::kFailed);
+  CHECK(failed->last_error == "Poison: bad");
+  CHECK(Ttl(*redis, "r") > 7'190'000);
+  REQUIRE(store->MarkFailed("svc", "k", "late", 2h).ok());
+  CHECK(Field(*redis, "k", "state") == "COMPLETED");
+
+  CHECK(effects["k"] == 2);  // the late owner's run and the real one
+  auto cleaned = wc::Cleanup(*store, 100);
+  REQUIRE(cleaned.ok());
+  CHECK(*cleaned == 0);
+}
+
+TEST_CASE("RedisStore: AUTH with a password; a refusal never shows it") {
+  auto redis = StartRedis({"--requirepass", "s3cret-pw"});
+  wc::RedisStoreOptions o;
+  o.port = redis->port();
+  o.password = "wrong-pw";
+  auto refused = wc::RedisStore::Connect(o);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().message().find("refused AUTH") != std::string::npos);
+  CHECK(refused.status().message().find("wrong-pw") == std::string::npos);
+
+  auto store = Connect(*redis, "s3cret-pw");
+  auto a = store->Acquire("svc", "a", "o", 10s, Msg());
+  REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+  CHECK(a->state == wc::Claim::State::kAcquired);
+}
+
+TEST_CASE("RedisStore: EVALSHA falls back to SCRIPT LOAD when the server forgot the scripts") {
+  auto redis = StartRedis();
+  auto store = Connect(*redis);
+  REQUIRE(store->Acquire("svc", "a", "o", 10s, Msg()).ok());
+  REQUIRE(redis->Command({"SCRIPT", "FLUSH"}).ok());
+  auto b = store->Acquire("svc", "b", "o", 10s, Msg());
+  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  CHECK(b->state == wc::Claim::State::kAcquired);
+  // A dropped connection is made again on the next call.
+  REQUIRE(redis->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+  auto c = store->Acquire("svc", "c", "o", 10s, Msg());
+  if (!c.ok()) c = store->Acquire("svc", "c", "o", 10s, Msg());  // the first call sees the kill
+  REQUIRE_MESSAGE(c.ok(), c.status().ToString());
+  CHECK(c->state == wc::Claim::State::kAcquired);
+}
+
+TEST_CASE("Consumer + RedisStore: duplicates skipped, a poison record dead-lettered after N tries") {
+  ConsumerFixture f;
+  auto redis = StartRedis();
+  auto store = Connect(*redis);
+  REQUIRE(f.kafka().CreateTopic("emails", 1, 1).ok());
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  int poison_runs = 0;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    if (ctx.message().value == std::optional<std::string>("poison")) {
+      ++poison_runs;
+      throw std::runtime_error("mail server says no");
+    }
+    return Counting(effects, mu)(ctx);
+  };
+  f.producer().Send("emails", "m-1", "hello");
+  f.producer().Send("emails", "m-1", "hello");  // redelivered
+  f.producer().Send("emails", "m-2", "poison");
+  f.producer().Send("emails", "m-3", "bye");
+
+  auto opts = f.Options("svc", "emails");
+  opts.max_attempts = 2;
+  RunningConsumer c(opts, *store, handler);
+  REQUIRE(WaitUntil([&] { return c.stats().completed == 2; }, 30s));
+  CHECK(c.Stop().ok());
+  CHECK(c.stats().duplicates == 1);
+  CHECK(c.stats().dead_lettered == 1);
+  CHECK(poison_runs == 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(effects["m-1"] == 1);
+    CHECK(effects["m-3"] == 1);
+  }
+  CHECK(Field(*redis, "m-2", "state") == "FAILED");
+  CHECK(Field(*redis, "m-2", "last_error") == "exception: mail server says no (after 2 attempts)");
+
+  auto reader = f.Reader();
+  auto dlq = reader->ReadAtLeast({"svc.dlq"}, 1, 20s);
+  REQUIRE(dlq.ok());
+  REQUIRE(dlq->size() == 1);
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.error.class") == "exception");
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.attempts") == "2");
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.original.offset") == "2");
+}
+
+}  // namespace
+}  // namespace walrelay::testing

@@ -32,4 +32,12 @@ int ValidateCommand(const std::string& config_path);
 int DevKafkaCommand(int brokers);
 int DemoCommand(int events);
 
+struct ConsumerGcOptions {
+  std::string conninfo;  // libpq connection string; PG* environment variables apply too
+  std::string table = "public.walrelay_consumer_keys";
+  int batch_size = 1000;
+  int pending_retention_hours = 24;
+};
+int ConsumerGcCommand(const ConsumerGcOptions& options);
+
 }  // namespace walrelay

@@ -127,6 +127,23 @@ int main(int argc, char** argv) {
   demo->add_option("--events", events, "sample events to insert")->check(CLI::Range(1, 100000))
       ->capture_default_str();
 
+  ConsumerGcOptions gc;
+  auto* consumer_gc = app.add_subcommand(
+      "consumer-gc",
+      "Delete expired keys of the idempotent consumer's PostgreSQL table (docs/consumer.md) in "
+      "batches");
+  consumer_gc->add_option("--conninfo", gc.conninfo,
+                          "libpq connection string of the database holding the table (PG* "
+                          "environment variables apply; keep the password in PGPASSWORD or "
+                          "~/.pgpass)");
+  consumer_gc->add_option("--table", gc.table, "[schema.]table of processed keys")
+      ->capture_default_str();
+  consumer_gc->add_option("--batch", gc.batch_size, "rows deleted per transaction")
+      ->check(CLI::Range(1, 1000000))->capture_default_str();
+  consumer_gc->add_option("--pending-retention-hours", gc.pending_retention_hours,
+                          "also delete PENDING keys whose lease ended this long ago")
+      ->check(CLI::Range(0, 1000000))->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -139,5 +156,6 @@ int main(int argc, char** argv) {
   if (*validate) return ValidateCommand(config_path);
   if (*dev_kafka) return DevKafkaCommand(brokers);
   if (*demo) return DemoCommand(events);
+  if (*consumer_gc) return ConsumerGcCommand(gc);
   return kExitInternal;
 }

@@ -354,10 +354,31 @@ Status Relay::HandleMessage(std::string_view message) {
   return Status::Ok();
 }
 
+const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
+  // Rows of one table usually arrive together: try the previous table first.
+  auto matches = [&change](const SourceTable& t) {
+    return t.table == change.table && t.schema == change.schema;
+  };
+  if (last_table_ < tables_.size() && matches(tables_[last_table_])) return tables_[last_table_];
+  for (size_t i = 0; i < tables_.size(); ++i) {
+    if (matches(tables_[i])) {
+      last_table_ = i;
+      return tables_[i];
+    }
+  }
+  SourceTable t{change.schema, change.table, change.QualifiedTable(), false, nullptr};
+  t.included = settings_.IncludesTable(t.qualified);
+  if (t.included) t.read_counter = &counters_.source_records[t.qualified];
+  tables_.push_back(std::move(t));
+  last_table_ = tables_.size() - 1;
+  return tables_.back();
+}
+
 Status Relay::HandleChange(const RowChange& change) {
-  const std::string table = change.QualifiedTable();
-  if (!settings_.IncludesTable(table)) return Status::Ok();
-  ++counters_.source_records[table];
+  const SourceTable& source = LookupTable(change);
+  if (!source.included) return Status::Ok();
+  ++*source.read_counter;
+  const std::string& table = source.qualified;
   Record record = MakeSourceRecord(change, source_context_);
   auto outcome = chain_->Apply(record);
   if (!outcome.ok()) {
@@ -386,7 +407,11 @@ Status Relay::Produce(Record& record, const std::string& table) {
   const size_t bytes = record.topic.size() + (record.key ? record.key->size() : 0) +
                        (record.value ? record.value->size() : 0);
   const uint64_t ticket = tracker_.AddRecord(record.source.lsn, bytes, table);
-  inflight_info_[ticket] = {record.topic, record.source.commit_time_ms};
+  if (record.topic != last_topic_) {
+    last_topic_ = record.topic;
+    last_topic_acks_ = &counters_.acked[record.topic];
+  }
+  inflight_info_[ticket] = {last_topic_acks_, record.source.commit_time_ms};
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   Status st = producer_->Produce(record, ticket, &code);
   if (st.ok()) return st;
@@ -429,11 +454,12 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
   const uint64_t dead_ticket =
       ticket ? *ticket : tracker_.AddRecord(failure.lsn, dead.value ? dead.value->size() : 0,
                                             failure.table);
+  uint64_t* dead_letter_acks = &counters_.acked[settings_.dead_letter_topic];
   auto info = inflight_info_.find(dead_ticket);
   if (info == inflight_info_.end()) {
-    inflight_info_[dead_ticket] = {settings_.dead_letter_topic, record.source.commit_time_ms};
+    inflight_info_[dead_ticket] = {dead_letter_acks, record.source.commit_time_ms};
   } else {
-    info->second.topic = settings_.dead_letter_topic;
+    info->second.acked_counter = dead_letter_acks;
   }
   ++counters_.dead_letters;
   if (Status st = producer_->Produce(dead, dead_ticket); !st.ok()) {
@@ -448,7 +474,7 @@ void Relay::OnDelivery(const DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     tracker_.Acknowledge(report.ticket);
     if (auto info = inflight_info_.find(report.ticket); info != inflight_info_.end()) {
-      ++counters_.acked[info->second.topic];
+      ++*info->second.acked_counter;
       last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
       inflight_info_.erase(info);
     }

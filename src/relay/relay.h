@@ -155,12 +155,27 @@ class Relay {
   bool ever_streamed_ = false;
   std::string connection_error_;
   RelayCounters counters_;
-  // Per record in flight: its topic and commit time, for the acked counters and the lag gauge.
+  // Per record in flight: its topic's acked counter and its commit time, for /metrics and the
+  // lag gauge. The counter lives in counters_.acked (std::map: its elements never move).
   struct InflightInfo {
-    std::string topic;
+    uint64_t* acked_counter;
     int64_t commit_time_ms;
   };
+  // What HandleChange needs to know about a source table, looked up once per table rather
+  // than per row (the include list is a set of regexes).
+  struct SourceTable {
+    std::string schema;
+    std::string table;
+    std::string qualified;
+    bool included = false;
+    uint64_t* read_counter = nullptr;  // in counters_.source_records, when included
+  };
+  const SourceTable& LookupTable(const RowChange& change);
+  std::vector<SourceTable> tables_;
+  size_t last_table_ = 0;
   std::unordered_map<uint64_t, InflightInfo> inflight_info_;
+  std::string last_topic_;  // the previous record's topic and its acked counter
+  uint64_t* last_topic_acks_ = nullptr;
   int64_t last_acked_commit_ms_ = 0;
   // What the previous progress line reported, for its rates.
   uint64_t progress_last_read_ = 0;

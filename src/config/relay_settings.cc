@@ -138,8 +138,25 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto sslmode = p.GetEnum("database.sslmode", "prefer",
                            {"disable", "allow", "prefer", "require", "verify-ca", "verify-full"});
   if (!sslmode.ok()) return sslmode.status();
+  // libpq tries GSSAPI encryption first by default, which initialises Kerberos (about half a
+  // megabyte of memory, and a lookup of credentials) on every connection; walrelay asks for
+  // it only when configured, as JDBC users enable Kerberos explicitly too.
+  auto gssencmode = p.GetEnum("database.gssencmode", "disable", {"disable", "prefer", "require"});
+  if (!gssencmode.ok()) return gssencmode.status();
   s.pg_params = {{"host", *host}, {"port", std::to_string(*port)}, {"user", *user},
-                 {"dbname", *dbname}, {"sslmode", *sslmode}};
+                 {"dbname", *dbname}, {"sslmode", *sslmode}, {"gssencmode", *gssencmode}};
+  // A large transaction spills to disk in the walsender once it exceeds the server's
+  // logical_decoding_work_mem (64MB by default); raising it for walrelay's own connection
+  // decodes such transactions in memory without changing the server's setting.
+  const std::string work_mem = p.GetString("logical.decoding.work.mem", "");
+  if (!work_mem.empty()) {
+    static const std::regex kMemory(R"([1-9][0-9]{0,9}(kB|MB|GB|TB)?)");
+    if (!std::regex_match(work_mem, kMemory)) {
+      return Status::Config("'logical.decoding.work.mem' must be a PostgreSQL memory size such as "
+                            "256MB (a number with kB, MB, GB or TB), got '" + work_mem + "'");
+    }
+    s.pg_params.emplace_back("options", "-c logical_decoding_work_mem=" + work_mem);
+  }
   if (auto pw = p.Get("database.password")) s.pg_params.emplace_back("password", *pw);
   for (const auto& [key, libpq] : std::initializer_list<std::pair<const char*, const char*>>{
            {"database.sslcert", "sslcert"},
@@ -192,7 +209,9 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto queue = p.GetInt("max.queue.size", 8192, 1, 10000000);
   if (!queue.ok()) return queue.status();
   s.max_queue_size = *queue;
-  auto queue_bytes = p.GetInt("max.queue.size.in.bytes", 0, 0, INT64_MAX);
+  // Debezium's default is 0 (no byte bound); walrelay bounds the bytes in flight by default,
+  // so its memory stays small and flat whatever the transaction size.
+  auto queue_bytes = p.GetInt("max.queue.size.in.bytes", kDefaultMaxQueueBytes, 0, INT64_MAX);
   if (!queue_bytes.ok()) return queue_bytes.status();
   s.max_queue_size_bytes = *queue_bytes;
   auto shutdown = p.GetInt("shutdown.timeout.ms", 30000, 0, 3600000);

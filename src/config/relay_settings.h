@@ -20,6 +20,11 @@ struct ListenerAddress {
   uint16_t port = 8083;             // 0 = any free port (the log says which)
 };
 
+// Bytes of key + value + topic in flight to Kafka, at most, unless max.queue.size.in.bytes
+// says otherwise. librdkafka holds about twice that (its copies and request buffers); on
+// loopback a quarter megabyte keeps up with the walsender, see docs/performance.md.
+inline constexpr int64_t kDefaultMaxQueueBytes = 256 * 1024;
+
 struct RelaySettings {
   std::string name;
   ListenerAddress listener;
@@ -36,7 +41,7 @@ struct RelaySettings {
   std::string topic_prefix;
   int64_t status_update_interval_ms = 10000;
   int64_t max_queue_size = 8192;
-  int64_t max_queue_size_bytes = 0;  // 0 = no byte limit
+  int64_t max_queue_size_bytes = kDefaultMaxQueueBytes;  // 0 = no byte limit
   int64_t shutdown_timeout_ms = 30000;
   bool slot_drop_on_stop = false;
   bool slot_create = true;

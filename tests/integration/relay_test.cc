@@ -2,6 +2,7 @@
 // librdkafka's mock Kafka cluster: what consumers read, and what the slot confirms.
 #include <rapidjson/document.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <set>
@@ -235,4 +236,33 @@ TEST_CASE("a record Kafka rejects stops the relay without confirming its transac
   const std::string log = devtools::ReadFile(fx.log_path());
   CHECK_MESSAGE(log.find("00000000-0000-4000-8000-00000000beef") != std::string::npos, log);
   CHECK(fx.ConfirmedFlush("rejected") <= before);
+}
+
+TEST_CASE("logical.decoding.work.mem keeps a large transaction in memory for this relay only") {
+  RelayFixture fx;
+  // A tiny server-wide limit, so a 3,000-row transaction spills to disk at the default.
+  fx.Exec("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'");
+  fx.Exec("SELECT pg_reload_conf()");
+  auto spilling = fx.StartRelay(fx.WriteConfig("spill_default", {}));
+  auto in_memory = fx.StartRelay(fx.WriteConfig("spill_raised", {{"logical.decoding.work.mem", "64MB"}}));
+  std::string txn = "BEGIN;";
+  for (int i = 0; i < 3000; ++i) txn += InsertEvent(i);
+  fx.Exec(txn + "COMMIT;");
+  const Lsn end = fx.CurrentWal();
+  for (const char* slot : {"spill_default", "spill_raised"}) {
+    const Lsn confirmed = fx.WaitConfirmed(slot, end, std::chrono::seconds(60));
+    REQUIRE_MESSAGE(confirmed >= end, slot << " stuck at " << confirmed.ToString());
+  }
+  auto spilled = [&fx](const std::string& slot) {
+    return std::stoll(fx.Value("SELECT spill_bytes FROM pg_stat_replication_slots WHERE slot_name = '" +
+                               slot + "'"));
+  };
+  CHECK(spilled("spill_default") > 0);
+  CHECK(spilled("spill_raised") == 0);
+  CHECK(fx.Value("SHOW logical_decoding_work_mem") == "64kB");  // the server's own setting stays
+
+  // The relay re-executed itself so that GnuTLS skipped its load-time initialisation.
+  std::string environ = ReadWholeFile("/proc/" + std::to_string(in_memory->pid()) + "/environ");
+  std::replace(environ.begin(), environ.end(), '\0', '\n');
+  CHECK(environ.find("GNUTLS_NO_IMPLICIT_INIT=1\n") != std::string::npos);
 }

@@ -118,6 +118,22 @@ TEST_CASE("substitution errors name the key and never the value") {
   CHECK_FALSE(SubstituteConfigValue("k", "${env:X").ok());
 }
 
+TEST_CASE("memory and connection defaults: bounded bytes in flight, no GSSAPI, server's work mem") {
+  auto s = Settings(Minimal(""));
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  CHECK(s->max_queue_size == 8192);
+  CHECK(s->max_queue_size_bytes == 256 * 1024);
+  CHECK(Param(*s, "gssencmode") == "disable");
+  CHECK(Param(*s, "options") == "<none>");
+
+  auto tuned = Settings(Minimal(R"(,"max.queue.size.in.bytes":"0","database.gssencmode":"prefer",)"
+                                R"("logical.decoding.work.mem":"512MB")"));
+  REQUIRE_MESSAGE(tuned.ok(), tuned.status().ToString());
+  CHECK(tuned->max_queue_size_bytes == 0);
+  CHECK(Param(*tuned, "gssencmode") == "prefer");
+  CHECK(Param(*tuned, "options") == "-c logical_decoding_work_mem=512MB");
+}
+
 TEST_CASE("invalid values name the key and what is allowed") {
   struct Case {
     std::string extra, key;
@@ -132,6 +148,10 @@ TEST_CASE("invalid values name the key and what is allowed") {
       {R"(,"table.include.list":"public.(outbox")", "table.include.list"},
       {R"(,"connector.class":"io.debezium.connector.mysql.MySqlConnector")", "connector.class"},
       {R"(,"slot.drop.on.stop":"yes")", "slot.drop.on.stop"},
+      {R"(,"database.gssencmode":"maybe")", "database.gssencmode"},
+      {R"(,"logical.decoding.work.mem":"256 MB")", "logical.decoding.work.mem"},
+      {R"(,"logical.decoding.work.mem":"-1")", "logical.decoding.work.mem"},
+      {R"(,"logical.decoding.work.mem":"64MB -c fsync=off")", "logical.decoding.work.mem"},
   };
   for (const auto& c : cases) {
     auto s = Settings(Minimal(c.extra));

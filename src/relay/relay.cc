@@ -43,7 +43,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
-      progress_timer_(io) {
+      progress_timer_(io),
+      caught_up_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
@@ -319,6 +320,24 @@ void Relay::SendStatus() {
   confirmed_lsn_ = flush.value();
 }
 
+void Relay::ConfirmWhenCaughtUp() {
+  // With nothing in flight the confirmable position is final until new rows arrive: tell the
+  // server now rather than at the next periodic update (10 s by default), so the slot, and
+  // monitoring of it, is current whenever the relay has caught up. A short delay folds a
+  // run of small transactions into one status update.
+  if (caught_up_armed_ || tracker_.inflight_records() != 0 || !conn_ ||
+      tracker_.confirmable() == last_sent_flush_) {
+    return;
+  }
+  caught_up_armed_ = true;
+  caught_up_timer_.expires_after(std::chrono::milliseconds(kCaughtUpStatusDelayMs));
+  caught_up_timer_.async_wait([this](const boost::system::error_code& ec) {
+    caught_up_armed_ = false;
+    if (ec || finished_ || state_ != RelayState::kStreaming) return;
+    SendStatus();
+  });
+}
+
 Status Relay::HandleMessage(std::string_view message) {
   if (message.empty()) return Status::Protocol("empty CopyData message");
   if (message[0] == 'k') {
@@ -343,6 +362,7 @@ Status Relay::HandleMessage(std::string_view message) {
       return Status::Ok();
     case MessageKind::kCommit:
       tracker_.CommitTransaction(message_.commit.end_lsn);
+      ConfirmWhenCaughtUp();
       return Status::Ok();
     case MessageKind::kMessage:
       spdlog::debug("logical decoding message with prefix '{}' at LSN {} is not relayed",
@@ -478,6 +498,7 @@ void Relay::OnDelivery(const DeliveryReport& report) {
       last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
       inflight_info_.erase(info);
     }
+    ConfirmWhenCaughtUp();
   } else if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
              report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
     tracker_.Fail(report.ticket, "purged at shutdown");
@@ -624,6 +645,7 @@ void Relay::FinishShutdown() {
   shutdown_timer_.cancel();
   connect_timer_.cancel();
   progress_timer_.cancel();
+  caught_up_timer_.cancel();
   kafka_events_.cancel(ignored);
   kafka_events_.close(ignored);
   CloseConnection();

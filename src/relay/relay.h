@@ -19,6 +19,9 @@
 // drops the replication connection and reconnects at once, as after a lost connection; records
 // in flight stay tracked. The observers and counters below feed /metrics and /healthz.
 //
+// Status updates go every status.update.interval.ms, and also as soon as the relay has caught
+// up (nothing in flight) after the confirmable position moved.
+//
 // Every log.progress.interval.ms (default one minute) an info line sums up progress: records
 // read and acknowledged per second, lag, confirmed LSN, records in flight and the state.
 //
@@ -116,6 +119,7 @@ class Relay {
                           std::optional<uint64_t> ticket);
   void OnDelivery(const DeliveryReport& report);
   void SendStatus();
+  void ConfirmWhenCaughtUp();
   bool Backpressured() const;
   void Fail(Status status);
   void BeginShutdown();
@@ -141,6 +145,9 @@ class Relay {
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer progress_timer_;
+  boost::asio::steady_timer caught_up_timer_;
+  bool caught_up_armed_ = false;
+  static constexpr int kCaughtUpStatusDelayMs = 2;
 
   int consecutive_failures_ = 0;
   std::minstd_rand jitter_{std::random_device{}()};

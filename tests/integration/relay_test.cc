@@ -266,3 +266,19 @@ TEST_CASE("logical.decoding.work.mem keeps a large transaction in memory for thi
   std::replace(environ.begin(), environ.end(), '\0', '\n');
   CHECK(environ.find("GNUTLS_NO_IMPLICIT_INIT=1\n") != std::string::npos);
 }
+
+TEST_CASE("the slot is confirmed as soon as the relay has caught up, not at the next periodic update") {
+  RelayFixture fx;
+  // A periodic update would come only after a minute, and the server asks for one only after
+  // half its wal_sender_timeout (30 s): a confirmation within seconds is the caught-up one.
+  auto relay = fx.StartRelay(fx.WriteConfig("prompt", {{"status.update.interval.ms", "60000"}}));
+  for (int round = 0; round < 3; ++round) {
+    fx.Exec("BEGIN;" + InsertEvent(round * 2) + InsertEvent(round * 2 + 1) + "COMMIT;");
+    const Lsn end = fx.CurrentWal();
+    const auto started = std::chrono::steady_clock::now();
+    const Lsn confirmed = fx.WaitConfirmed("prompt", end, std::chrono::seconds(10));
+    CHECK_MESSAGE(confirmed >= end, "round " << round << ": slot at " << confirmed.ToString()
+                                              << ", commit ends at " << end.ToString());
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
+  }
+}

@@ -5,11 +5,12 @@
 #   bash scripts/build.sh      # once; this script builds nothing
 #   bash bench/run.sh          # -> bench/results/results.md, results.csv, throughput.png
 #
-# Environment: ROWS (default 200000), SINGLE_ROWS (20000), LAT_RATE (2000 rows/s),
-# LAT_SECONDS (30), SKIP_LATENCY=1 to skip the latency run, WORKLOADS (space-separated subset of
-# one_txn txn_1000 single_row txn_1000_noise), RELAY_WRAPPER (a command walrelay runs under, for
-# profiling, e.g. "perf record -g -o /tmp/walrelay.perf"; peak RSS is then not walrelay's own),
-# RELAY_EXTRA_CONFIG (extra walrelay settings as JSON members, e.g. '"linger.ms": "20"').
+# Environment: WALRELAY (binary, default build/walrelay), ROWS (200000), SINGLE_ROWS (20000),
+# LAT_RATE (2000 rows/s), LAT_SECONDS (30), SKIP_LATENCY=1 to skip the latency run, WORKLOADS
+# (space-separated subset of one_txn txn_1000 single_row txn_1000_noise), RELAY_WRAPPER (a
+# command walrelay runs under, for profiling, e.g. "perf record -g -o /tmp/walrelay.perf"; peak
+# RSS and CPU are then the wrapper's), RELAY_EXTRA_CONFIG (extra walrelay settings as JSON
+# members, e.g. '"kafka.linger.ms": "20"'). Method and results: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)

@@ -62,6 +62,7 @@ class Wal2JsonDecoder::Parser
   ColumnArray columns, identity, pk;
   bool top_is_object = false;
   bool too_deep = false;
+  size_t pk_names() const { return pk_names_; }  // names written to primary_key
 
   // Recreated after a very large message, whose text would otherwise stay allocated in the
   // reader's stack for the life of the stream.
@@ -302,10 +303,6 @@ class Wal2JsonDecoder::Parser
     ++current_array_->count;
   }
 
- public:
-  size_t pk_names() const { return pk_names_; }
-
- private:
   int depth_ = 0;
   Top top_ = Top::kNone;
   ColumnArray* current_array_ = nullptr;

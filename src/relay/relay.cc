@@ -376,8 +376,12 @@ Status Relay::HandleMessage(std::string_view message) {
 
 const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
   // Rows of one table usually arrive together: try the previous table first.
+  // Compares "schema.table" without building it for every row.
   auto matches = [&change](const SourceTable& t) {
-    return t.table == change.table && t.schema == change.schema;
+    const std::string_view q = t.qualified;
+    return q.size() == change.schema.size() + 1 + change.table.size() &&
+           q.starts_with(change.schema) && q[change.schema.size()] == '.' &&
+           q.ends_with(change.table);
   };
   if (last_table_ < tables_.size() && matches(tables_[last_table_])) return tables_[last_table_];
   for (size_t i = 0; i < tables_.size(); ++i) {
@@ -386,7 +390,7 @@ const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
       return tables_[i];
     }
   }
-  SourceTable t{change.schema, change.table, change.QualifiedTable(), false, nullptr};
+  SourceTable t{change.QualifiedTable(), false, nullptr};
   t.included = settings_.IncludesTable(t.qualified);
   if (t.included) t.read_counter = &counters_.source_records[t.qualified];
   tables_.push_back(std::move(t));

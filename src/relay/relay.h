@@ -171,9 +171,7 @@ class Relay {
   // What HandleChange needs to know about a source table, looked up once per table rather
   // than per row (the include list is a set of regexes).
   struct SourceTable {
-    std::string schema;
-    std::string table;
-    std::string qualified;
+    std::string qualified;  // "schema.table"
     bool included = false;
     uint64_t* read_counter = nullptr;  // in counters_.source_records, when included
   };

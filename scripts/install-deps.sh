@@ -11,6 +11,7 @@ packages=(
   libhiredis-dev redis-server    # the idempotent consumer's Redis store and its tests
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
+  openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests
 )
 
 missing=()

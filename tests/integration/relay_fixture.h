@@ -1,6 +1,7 @@
 // Test fixture for the relay's integration tests: a throwaway PostgreSQL 15 with wal2json, the
-// outbox table from docs/outbox.sql, librdkafka's mock cluster in this process, and the
-// walrelay binary run as a child process with a config written to a temp dir.
+// outbox table from docs/outbox.sql, Kafka (librdkafka's mock cluster in this process by
+// default, or a real Apache Kafka broker: RelayFixture(RealBroker{...})), and the walrelay
+// binary run as a child process with a config written to a temp dir.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -16,6 +17,7 @@
 
 #include "common/lsn.h"
 #include "devtools/child_process.h"
+#include "devtools/kafka_broker.h"
 #include "devtools/mock_kafka.h"
 #include "devtools/pg_sandbox.h"
 #include "devtools/topic_reader.h"
@@ -25,15 +27,52 @@ namespace walrelay::testing {
 
 inline std::string ReadWholeFile(const std::string& path) { return devtools::ReadFile(path); }
 
+// Selects a real Apache Kafka cluster (scripts/fetch-kafka.sh) instead of the mock.
+struct RealBroker {
+  devtools::KafkaBrokerOptions options;
+};
+
 class RelayFixture {
  public:
   RelayFixture() {
-    auto pg = devtools::PgSandbox::Start();
-    REQUIRE_MESSAGE(pg.ok(), pg.status().ToString());
-    pg_ = std::move(pg).value();
+    StartPostgres();
     auto kafka = devtools::MockKafka::Start(1);
     REQUIRE_MESSAGE(kafka.ok(), kafka.status().ToString());
     kafka_ = std::move(kafka).value();
+    bootstrap_servers_ = kafka_->bootstrap_servers();
+    CreateTables();
+  }
+  explicit RelayFixture(const RealBroker& real) {
+    StartPostgres();
+    auto broker = devtools::KafkaBroker::Start(real.options);
+    REQUIRE_MESSAGE(broker.ok(), broker.status().ToString());
+    broker_ = std::move(broker).value();
+    MESSAGE("Apache Kafka " << devtools::KafkaBroker::Version() << ", " << broker_->nodes()
+                            << " node(s), started in " << broker_->start_seconds() << " s");
+    bootstrap_servers_ = broker_->bootstrap_servers();
+    CreateTables();
+  }
+
+  devtools::PgSandbox& pg() { return *pg_; }
+  // The mock cluster; only for fixtures built without RealBroker.
+  devtools::MockKafka& kafka() {
+    REQUIRE(kafka_ != nullptr);
+    return *kafka_;
+  }
+  // The real broker; only for fixtures built with RealBroker.
+  devtools::KafkaBroker& broker() {
+    REQUIRE(broker_ != nullptr);
+    return *broker_;
+  }
+  const std::string& bootstrap_servers() const { return bootstrap_servers_; }
+
+ private:
+  void StartPostgres() {
+    auto pg = devtools::PgSandbox::Start();
+    REQUIRE_MESSAGE(pg.ok(), pg.status().ToString());
+    pg_ = std::move(pg).value();
+  }
+  void CreateTables() {
     const std::string sql = ReadWholeFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/outbox.sql");
     REQUIRE(!sql.empty());
     Exec(sql);
@@ -41,8 +80,7 @@ class RelayFixture {
     work_dir_ = pg_->base_dir();
   }
 
-  devtools::PgSandbox& pg() { return *pg_; }
-  devtools::MockKafka& kafka() { return *kafka_; }
+ public:
 
   void Exec(const std::string& sql) {
     Status st = pg_->Exec(sql);
@@ -87,7 +125,7 @@ class RelayFixture {
         {"topic.prefix", "itest"},
         {"status.update.interval.ms", "200"},
         {"shutdown.timeout.ms", "5000"},
-        {"kafka.bootstrap.servers", kafka_->bootstrap_servers()},
+        {"kafka.bootstrap.servers", bootstrap_servers_},
         // Any free port: relays of one test, and tests run in parallel, never collide.
         {"listeners", "http://127.0.0.1:0"},
     };
@@ -141,7 +179,7 @@ class RelayFixture {
   }
 
   std::unique_ptr<devtools::TopicReader> Reader() {
-    auto reader = devtools::TopicReader::Create(kafka_->bootstrap_servers());
+    auto reader = devtools::TopicReader::Create(bootstrap_servers_);
     REQUIRE(reader.ok());
     return std::move(reader).value();
   }
@@ -149,6 +187,8 @@ class RelayFixture {
  private:
   std::unique_ptr<devtools::PgSandbox> pg_;
   std::unique_ptr<devtools::MockKafka> kafka_;
+  std::unique_ptr<devtools::KafkaBroker> broker_;
+  std::string bootstrap_servers_;
   std::string work_dir_;
   std::string log_path_;
   std::string last_config_json_;

@@ -29,8 +29,13 @@ int ExitCodeFor(const Status& status);
 
 int RunRelayCommand(const std::string& config_path, bool log_level_given);
 int ValidateCommand(const std::string& config_path);
-int DevKafkaCommand(int brokers);
-int DemoCommand(int events);
+struct DevKafkaOptions {
+  std::string broker = "mock";  // mock: librdkafka's mock cluster; apache: a real broker
+  int brokers = 1;
+};
+int DevKafkaCommand(const DevKafkaOptions& options);
+// `real_broker`: a real Apache Kafka broker instead of the mock cluster.
+int DemoCommand(int events, bool real_broker);
 
 struct ConsumerGcOptions {
   std::string conninfo;  // libpq connection string; PG* environment variables apply too

@@ -1,6 +1,7 @@
-// `walrelay demo`: the first run for a newcomer. A throwaway PostgreSQL and librdkafka's mock
-// cluster, the outbox table from docs/outbox.sql, the relay, a few sample events, and every
-// Kafka record printed as a consumer sees it. Everything is removed afterwards.
+// `walrelay demo`: the first run for a newcomer. A throwaway PostgreSQL and Kafka (librdkafka's
+// mock cluster by default, or a real Apache Kafka broker), the outbox table from
+// docs/outbox.sql, the relay, a few sample events, and every Kafka record printed as a consumer
+// sees it. Everything is removed afterwards.
 #include <spdlog/spdlog.h>
 
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
@@ -14,6 +15,7 @@
 #include "cli/outbox_sql.h"
 #include "config/connector_config.h"
 #include "config/relay_settings.h"
+#include "devtools/kafka_broker.h"
 #include "devtools/mock_kafka.h"
 #include "devtools/pg_sandbox.h"
 #include "devtools/topic_reader.h"
@@ -34,17 +36,31 @@ int Fail(const Status& status) {
 
 }  // namespace
 
-int DemoCommand(int events) {
+int DemoCommand(int events, bool real_broker) {
   Say("starting a throwaway PostgreSQL (wal_level=logical, wal2json)");
   auto pg = devtools::PgSandbox::Start();
   if (!pg.ok()) return Fail(pg.status());
   std::printf("PostgreSQL on 127.0.0.1:%d, data in %s\n", (*pg)->port(), (*pg)->data_dir().c_str());
   if (Status st = (*pg)->Exec(kOutboxSql); !st.ok()) return Fail(st);
 
-  Say("starting librdkafka's mock Kafka cluster (in memory, not a real broker)");
-  auto kafka = devtools::MockKafka::Start(1);
-  if (!kafka.ok()) return Fail(kafka.status());
-  std::printf("bootstrap.servers=%s\n", (*kafka)->bootstrap_servers().c_str());
+  std::unique_ptr<devtools::MockKafka> mock;
+  std::unique_ptr<devtools::KafkaBroker> apache;
+  std::string bootstrap_servers;
+  if (real_broker) {
+    Say("starting Apache Kafka " + devtools::KafkaBroker::Version() + " (KRaft, one node)");
+    auto started = devtools::KafkaBroker::Start();
+    if (!started.ok()) return Fail(started.status());
+    apache = std::move(started).value();
+    bootstrap_servers = apache->bootstrap_servers();
+    std::printf("started in %.1f s\n", apache->start_seconds());
+  } else {
+    Say("starting librdkafka's mock Kafka cluster (in memory, not a real broker)");
+    auto started = devtools::MockKafka::Start(1);
+    if (!started.ok()) return Fail(started.status());
+    mock = std::move(started).value();
+    bootstrap_servers = mock->bootstrap_servers();
+  }
+  std::printf("bootstrap.servers=%s\n", bootstrap_servers.c_str());
 
   const std::string config_json = R"({
   "name": "demo-outbox",
@@ -62,7 +78,7 @@ int DemoCommand(int events) {
     "transforms": "outbox",
     "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
     "transforms.outbox.table.fields.additional.placement": "type:header:eventType",
-    "kafka.bootstrap.servers": ")" + (*kafka)->bootstrap_servers() + R"("
+    "kafka.bootstrap.servers": ")" + bootstrap_servers + R"("
   }
 })";
   Say("connector config (the same JSON you would POST to Kafka Connect)");
@@ -113,7 +129,7 @@ int DemoCommand(int events) {
   auto end_lsn = (*pg)->QueryValue("SELECT pg_current_wal_lsn()::text");
 
   Say("records in Kafka, read back with a consumer");
-  auto reader = devtools::TopicReader::Create((*kafka)->bootstrap_servers());
+  auto reader = devtools::TopicReader::Create(bootstrap_servers);
   if (!reader.ok()) {
     stop_relay();
     return Fail(reader.status());

@@ -127,21 +127,31 @@ int main(int argc, char** argv) {
       "validate", "Check a config, connect, and report wal_level, the slot and the tables");
   validate->add_option("-c,--config", config_path, "connector config (JSON)")->required()
       ->check(CLI::ExistingFile);
-  int brokers = 1;
+  DevKafkaOptions dev_kafka_options;
   auto* dev_kafka = app.add_subcommand(
       "dev-kafka",
-      "FOR DEMOS AND TESTS ONLY: run librdkafka's in-process mock Kafka cluster (not a real "
-      "broker, nothing is persisted) on loopback; prints bootstrap.servers=... first, runs until "
-      "SIGINT/SIGTERM");
-  dev_kafka->add_option("--brokers", brokers, "number of mock brokers")->check(CLI::Range(1, 9))
-      ->capture_default_str();
+      "FOR DEMOS, TESTS AND LOCAL TRIALS: run a throwaway Kafka on loopback; prints "
+      "bootstrap.servers=... first, runs until SIGINT/SIGTERM. --broker mock (default): "
+      "librdkafka's in-process mock cluster, starts at once, enforces little (no acks, size "
+      "limits or security) and persists nothing. --broker apache: a real Apache Kafka broker "
+      "(KRaft, JVM) from scripts/fetch-kafka.sh's cache, a few seconds to start");
+  dev_kafka->add_option("--broker", dev_kafka_options.broker, "mock or apache")
+      ->check(CLI::IsMember({"mock", "apache"}))->capture_default_str();
+  dev_kafka->add_option("--brokers", dev_kafka_options.brokers,
+                        "number of brokers (mock: 1-9; apache: 1, or 3 with replication factor 3 "
+                        "and min.insync.replicas=2)")
+      ->check(CLI::Range(1, 9))->capture_default_str();
   int events = 6;
+  std::string demo_kafka = "mock";
   auto* demo = app.add_subcommand(
       "demo",
-      "Start a throwaway PostgreSQL and a mock Kafka cluster, relay sample outbox events and "
-      "print them as a consumer sees them, then clean up");
+      "Start a throwaway PostgreSQL and Kafka, relay sample outbox events and print them as a "
+      "consumer sees them, then clean up. --kafka mock (default) uses librdkafka's mock "
+      "cluster and needs no JVM; --kafka apache uses a real Apache Kafka broker");
   demo->add_option("--events", events, "sample events to insert")->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  demo->add_option("--kafka", demo_kafka, "mock or apache")
+      ->check(CLI::IsMember({"mock", "apache"}))->capture_default_str();
 
   ConsumerGcOptions gc;
   auto* consumer_gc = app.add_subcommand(
@@ -170,8 +180,8 @@ int main(int argc, char** argv) {
 
   if (*run) return RunRelayCommand(config_path, log_level_option->count() > 0);
   if (*validate) return ValidateCommand(config_path);
-  if (*dev_kafka) return DevKafkaCommand(brokers);
-  if (*demo) return DemoCommand(events);
+  if (*dev_kafka) return DevKafkaCommand(dev_kafka_options);
+  if (*demo) return DemoCommand(events, demo_kafka == "apache");
   if (*consumer_gc) return ConsumerGcCommand(gc);
   return kExitInternal;
 }

@@ -37,15 +37,6 @@ long ProcKib(pid_t pid, const std::string& field) {
   return -1;
 }
 
-void WaitSlotFree(RelayFixture& fx, const std::string& slot) {
-  for (int i = 0; i < 100; ++i) {
-    auto active = fx.pg().QueryValue("SELECT active::text FROM pg_replication_slots WHERE slot_name='" +
-                                     slot + "'");
-    if (!active.ok() || *active == "false") return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-}
-
 std::vector<ConsumedRecord> ReadAll(RelayFixture& fx, const std::vector<std::string>& topics,
                                     size_t expected, int seconds = 60) {
   auto reader = fx.Reader();
@@ -54,24 +45,6 @@ std::vector<ConsumedRecord> ReadAll(RelayFixture& fx, const std::vector<std::str
   auto extra = reader->Poll(std::chrono::milliseconds(1500));
   records->insert(records->end(), extra.begin(), extra.end());
   return std::move(records).value();
-}
-
-// Reads until every seq 1..total has been seen (duplicates do not count) or time runs out.
-std::vector<ConsumedRecord> ReadEverySeq(RelayFixture& fx, int total, int seconds) {
-  auto reader = fx.Reader();
-  std::vector<ConsumedRecord> out;
-  std::set<int> seqs;
-  if (!reader->Assign(OutboxTopics()).ok()) return out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-  while (static_cast<int>(seqs.size()) < total && std::chrono::steady_clock::now() < deadline) {
-    for (auto& r : reader->Poll(std::chrono::milliseconds(500))) {
-      seqs.insert(SeqOf(r));
-      out.push_back(std::move(r));
-    }
-  }
-  auto extra = reader->Poll(std::chrono::milliseconds(1500));
-  out.insert(out.end(), extra.begin(), extra.end());
-  return out;
 }
 
 const std::string kEventId = "00000000-0000-4000-8000-0000000000ee";
@@ -161,11 +134,11 @@ TEST_CASE("kill -9 five times while a writer streams: every row arrives, per-key
     advanced_between_kills |= fx.ConfirmedFlush("killloop") > first_position;
     REQUIRE(relay->Kill(SIGKILL).ok());
     REQUIRE(relay->Wait(std::chrono::seconds(10)).ok());
-    WaitSlotFree(fx, "killloop");
+    fx.WaitSlotFree("killloop");
     relay = fx.StartRelay(config);
   }
   writer.join();
-  auto records = ReadEverySeq(fx, kTotal, 120);
+  auto records = ReadEverySeq(*fx.Reader(), SeqRange(kTotal), std::chrono::seconds(120));
   auto seen = CheckRecords(records);
   int duplicates = 0;
   for (int s = 1; s <= kTotal; ++s) {

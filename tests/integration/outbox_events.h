@@ -5,8 +5,10 @@
 #include <doctest/doctest.h>
 #include <rapidjson/document.h>
 
+#include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,5 +78,30 @@ inline std::map<int, int> CheckRecords(const std::vector<ConsumedRecord>& record
   return seen;
 }
 
+// Reads `reader`'s outbox topics until every seq in `wanted` has been seen (duplicates do not
+// count) or `timeout` passes, then a little longer, so duplicates that follow are counted too.
+// Returns every record read; the caller asserts on what is missing.
+inline std::vector<ConsumedRecord> ReadEverySeq(devtools::TopicReader& reader, std::set<int> wanted,
+                                                std::chrono::seconds timeout) {
+  std::vector<ConsumedRecord> out;
+  if (!reader.Assign(OutboxTopics()).ok()) return out;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!wanted.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (auto& r : reader.Poll(std::chrono::milliseconds(500))) {
+      wanted.erase(SeqOf(r));
+      out.push_back(std::move(r));
+    }
+  }
+  auto extra = reader.Poll(std::chrono::milliseconds(1500));
+  out.insert(out.end(), extra.begin(), extra.end());
+  return out;
+}
+
+// Seqs 1..total.
+inline std::set<int> SeqRange(int total) {
+  std::set<int> s;
+  for (int i = 1; i <= total; ++i) s.insert(s.end(), i);
+  return s;
+}
 
 }  // namespace walrelay::testing

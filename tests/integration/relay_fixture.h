@@ -110,6 +110,18 @@ class RelayFixture {
     return seen;
   }
 
+  // After a relay was killed the server needs a moment to notice its walsender's client is
+  // gone; a new relay started before that would wait as a standby.
+  void WaitSlotFree(const std::string& slot, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto active = pg_->QueryValue("SELECT active::text FROM pg_replication_slots WHERE slot_name='" +
+                                    slot + "'");
+      if (!active.ok() || *active == "false") return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+
   // Writes a connector config; `overrides` replace or add keys.
   std::string WriteConfig(const std::string& slot, const std::map<std::string, std::string>& overrides,
                           bool with_router = true) {

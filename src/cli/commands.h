@@ -17,6 +17,8 @@ enum ExitCode : int {
   kExitKafka = 5,
   kExitTransform = 6,
   kExitDecode = 7,
+  kExitKafkaAuthentication = 8,
+  kExitKafkaTls = 9,
   kExitWalLevel = 10,
   kExitNoReplicationRole = 11,
   kExitTableMissing = 12,

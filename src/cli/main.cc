@@ -40,6 +40,8 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kSlotMissing: return kExitSlotMissing;
     case ErrorCode::kSlotInvalidated: return kExitSlotInvalidated;
     case ErrorCode::kSlotWrongPlugin: return kExitSlotWrongPlugin;
+    case ErrorCode::kKafkaAuthentication: return kExitKafkaAuthentication;
+    case ErrorCode::kKafkaTls: return kExitKafkaTls;
   }
   return kExitInternal;
 }

@@ -21,6 +21,8 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kSlotWrongPlugin:
     case ErrorCode::kSlotInUse: return "setup error";
     case ErrorCode::kAuthentication: return "authentication error";
+    case ErrorCode::kKafkaAuthentication: return "kafka authentication error";
+    case ErrorCode::kKafkaTls: return "kafka TLS error";
   }
   return "error";
 }

@@ -46,6 +46,14 @@ void DeliveryTracker::Fail(uint64_t ticket, std::string error) {
   if (!failure_) failure_ = FailedDelivery{e->source.lsn, std::move(error)};
 }
 
+std::optional<uint64_t> DeliveryTracker::OldestPending() const {
+  // Advance() keeps settled records off the front, so this stops at once in practice.
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (entries_[i].state == State::kPending) return first_ticket_ + i;
+  }
+  return std::nullopt;
+}
+
 void DeliveryTracker::ServerPosition(Lsn wal_end) {
   if (idle() && !failure_ && wal_end > confirmable_) confirmable_ = wal_end;
 }

@@ -56,6 +56,8 @@ class DeliveryTracker {
   size_t inflight_bytes() const { return inflight_bytes_; }
   bool transaction_open() const { return transaction_open_; }
   bool idle() const { return !transaction_open_ && entries_.empty(); }
+  // The ticket of the oldest record still waiting for Kafka, if any: what holds confirmable().
+  std::optional<uint64_t> OldestPending() const;
   // The first record Kafka refused, if any; nothing at or after it is ever confirmed.
   const std::optional<FailedDelivery>& failure() const { return failure_; }
 

@@ -7,6 +7,8 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
+#include <string_view>
 #include <thread>
 
 #include "config/connector_config.h"
@@ -40,7 +42,80 @@ void LogFromLibrdkafka(const rd_kafka_t*, int level, const char* facility, const
   }
 }
 
+bool Contains(std::string_view text, std::string_view needle) {
+  return text.find(needle) != std::string_view::npos;
+}
+
+// librdkafka reports a refused client certificate (the broker's TLS alert arrives after the
+// client's half of the handshake) and a dropped connection alike as _TRANSPORT; only the text
+// tells them apart. A disconnect during the handshake is left out: a restarting broker
+// causes it as well.
+bool LooksLikeTlsRefusal(std::string_view reason) {
+  return Contains(reason, "certificate") || Contains(reason, "unknown ca") ||
+         Contains(reason, "alert handshake failure") ||
+         (Contains(reason, "SSL handshake failed") && !Contains(reason, "Disconnected"));
+}
+
+// The producer-wide errors that retrying cannot cure, as the Status the relay stops with.
+std::optional<Status> ClassifyProducerError(rd_kafka_t* rk, rd_kafka_resp_err_t err,
+                                            const std::string& reason) {
+  if (err == RD_KAFKA_RESP_ERR__FATAL) {
+    char cause_text[512] = "";
+    const rd_kafka_resp_err_t cause = rd_kafka_fatal_error(rk, cause_text, sizeof cause_text);
+    return Status::Kafka(std::string("librdkafka fatal error ") + rd_kafka_err2name(cause) +
+                         ": " + cause_text +
+                         "; the producer cannot go on. With kafka.enable.idempotence=true (the "
+                         "default) the brokers must support idempotent producers and grant the "
+                         "principal IDEMPOTENT_WRITE; see the broker's log");
+  }
+  if (err == RD_KAFKA_RESP_ERR__AUTHENTICATION) {
+    return Status(ErrorCode::kKafkaAuthentication,
+                  "Kafka refused the login: " + reason +
+                      "; check kafka.security.protocol, kafka.sasl.mechanisms, "
+                      "kafka.sasl.username and kafka.sasl.password");
+  }
+  if (err == RD_KAFKA_RESP_ERR__SSL ||
+      (err == RD_KAFKA_RESP_ERR__TRANSPORT && LooksLikeTlsRefusal(reason))) {
+    return Status(ErrorCode::kKafkaTls,
+                  "TLS with the Kafka broker failed: " + reason +
+                      "; check kafka.ssl.ca.location (the CA that signed the brokers' "
+                      "certificates), kafka.ssl.certificate.location, kafka.ssl.key.location and "
+                      "kafka.ssl.key.password (a client certificate the brokers trust), and "
+                      "kafka.security.protocol");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
+
+std::string DeliveryErrorText(rd_kafka_resp_err_t error) {
+  std::string text = rd_kafka_err2str(error);
+  switch (error) {
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+      return text + " (the record is larger than the topic's max.message.bytes or the broker's "
+                    "message.max.bytes; raise those or make the event smaller)";
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+      return text + " (Kafka refuses the topic name: only ASCII letters, digits, '.', '_' and "
+                    "'-', at most 249 characters; check the routing of the event)";
+    case RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC:
+      return text + " (the topic does not exist and the brokers do not create it, "
+                    "auto.create.topics.enable=false: create the topic)";
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS:
+    case RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS_AFTER_APPEND:
+      return text + " (fewer in-sync replicas than the topic's min.insync.replicas: bring the "
+                    "replicas back or lower min.insync.replicas)";
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+      return text + " (not acknowledged within errors.retry.timeout: the brokers were "
+                    "unreachable, or kept refusing it with a retriable error such as "
+                    "NOT_ENOUGH_REPLICAS, fewer in-sync replicas than min.insync.replicas; see "
+                    "the broker's log)";
+    case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
+      return text + " (the principal may not write to the topic: grant WRITE on it)";
+    default:
+      return text;
+  }
+}
 
 // Asks the brokers for one topic's metadata at a time, off the caller's thread, because
 // rd_kafka_metadata() blocks for a round trip (or its timeout while brokers are down).
@@ -113,7 +188,8 @@ std::string DescribeRecord(const Record& record) {
 }
 
 Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
-    const std::map<std::string, std::string>& properties, DeliveryHandler handler) {
+    const std::map<std::string, std::string>& properties, DeliveryHandler handler,
+    FailureHandler on_failure) {
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
   char errstr[512];
   for (const auto& [key, value] : properties) {
@@ -132,7 +208,13 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
   }
   std::unique_ptr<KafkaProducer> producer(new KafkaProducer());
   producer->handler_ = std::move(handler);
+  producer->on_failure_ = std::move(on_failure);
+  for (const auto& [key, value] : properties) {
+    if (IsSecretKey(key) && !value.empty()) producer->secrets_.push_back(value);
+  }
   rd_kafka_conf_set_dr_msg_cb(conf.get(), &KafkaProducer::OnDelivery);
+  // Served by rd_kafka_poll() on the main queue, so on the caller's thread like the reports.
+  rd_kafka_conf_set_error_cb(conf.get(), &KafkaProducer::OnError);
   rd_kafka_conf_set_log_cb(conf.get(), &LogFromLibrdkafka);
   rd_kafka_conf_set_opaque(conf.get(), producer.get());
   rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf.get(), errstr, sizeof errstr);
@@ -252,6 +334,25 @@ void KafkaProducer::OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* o
   self->handler_(report);
 }
 
+void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+  auto* self = static_cast<KafkaProducer*>(opaque);
+  std::string text = reason ? reason : "";
+  // librdkafka does not put configured secrets in its errors; a broker's text might echo one.
+  for (const auto& secret : self->secrets_) {
+    for (size_t pos; (pos = text.find(secret)) != std::string::npos;) text.replace(pos, secret.size(), "[hidden]");
+  }
+  const auto code = static_cast<rd_kafka_resp_err_t>(err);
+  std::optional<Status> failure = ClassifyProducerError(rk, code, text);
+  if (!failure) {
+    // What librdkafka logs itself for an error when no error_cb is set.
+    spdlog::error("kafka: ERROR {}: {}", rd_kafka_name(rk), text);
+    return;
+  }
+  if (!self->failure_.ok()) return;  // librdkafka repeats it on every reconnect attempt
+  self->failure_ = *failure;
+  if (self->on_failure_) self->on_failure_(self->failure_);
+}
+
 int KafkaProducer::Poll() { return rd_kafka_poll(rk_.get(), 0); }
 
 void KafkaProducer::ClearEvent() {
@@ -266,6 +367,8 @@ Result<std::string> KafkaProducer::CheckBrokers(int timeout_ms) {
   const rd_kafka_metadata_t* md = nullptr;
   const rd_kafka_resp_err_t err = rd_kafka_metadata(rk_.get(), 0, nullptr, &md, timeout_ms);
   if (err) {
+    Poll();  // serves the error callback, which may say why
+    if (!failure_.ok()) return failure_;
     return Status::Kafka(std::string("no answer from the brokers in 'kafka.bootstrap.servers' within ") +
                          std::to_string(timeout_ms) + " ms: " + rd_kafka_err2str(err));
   }

@@ -10,6 +10,11 @@
 // thread: librdkafka on its own learns a new topic's partitions only on its one-second topic
 // scan, so every new topic (and a relay's start) would otherwise hold its first records
 // for up to a second. Topic handles are kept for the producer's lifetime.
+//
+// Producer-wide errors (librdkafka's error_cb) are served by Poll() as well. The ones that
+// retrying cannot cure (a refused SASL login, a failed TLS handshake, a fatal librdkafka
+// error) become failure() and go to the FailureHandler once; the others (a broker down, a
+// connection reset) are only logged, as librdkafka retries them itself.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -20,6 +25,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/status.h"
 #include "transform/record.h"
@@ -36,10 +42,12 @@ struct DeliveryReport {
 class KafkaProducer {
  public:
   using DeliveryHandler = std::function<void(const DeliveryReport&)>;
+  using FailureHandler = std::function<void(const Status&)>;
 
   // `properties` go to librdkafka unchanged; errors name the `kafka.`-prefixed key.
   static Result<std::unique_ptr<KafkaProducer>> Create(
-      const std::map<std::string, std::string>& properties, DeliveryHandler handler);
+      const std::map<std::string, std::string>& properties, DeliveryHandler handler,
+      FailureHandler on_failure = {});
   ~KafkaProducer();
   KafkaProducer(const KafkaProducer&) = delete;
   KafkaProducer& operator=(const KafkaProducer&) = delete;
@@ -54,8 +62,12 @@ class KafkaProducer {
   // Drains event_fd() after it became readable.
   void ClearEvent();
   int OutstandingMessages() const;
-  // One metadata request, bounded by `timeout_ms`: "N broker(s) at ..." or why not.
+  // One metadata request, bounded by `timeout_ms`: "N broker(s) at ..." or why not (the
+  // producer-wide failure, if one explains it).
   Result<std::string> CheckBrokers(int timeout_ms);
+  // The first producer-wide error retrying cannot cure (kKafkaAuthentication, kKafkaTls or
+  // kKafka for a fatal one); OK while there is none. Its message names the `kafka.` keys to check.
+  const Status& failure() const { return failure_; }
   // Drops everything not yet delivered; their delivery reports arrive with a purge error.
   void PurgeAll();
 
@@ -64,6 +76,7 @@ class KafkaProducer {
   KafkaProducer();
   rd_kafka_topic_t* TopicHandle(const std::string& name);
   static void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
+  static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
 
   struct HandleDeleter {
     void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
@@ -80,6 +93,10 @@ class KafkaProducer {
   // Declared after rk_ so that it is destroyed (and its thread joined) before the handle.
   std::unique_ptr<MetadataPrefetcher> prefetcher_;
   DeliveryHandler handler_;
+  FailureHandler on_failure_;
+  Status failure_;
+  // Values of secret properties, removed from librdkafka's error texts before they are shown.
+  std::vector<std::string> secrets_;
   int event_read_fd_ = -1;
   int event_write_fd_ = -1;
   size_t max_value_bytes_ = 0;
@@ -87,5 +104,10 @@ class KafkaProducer {
 
 // Human-readable identity of a record for error messages: its `id` header, topic and key.
 std::string DescribeRecord(const Record& record);
+
+// librdkafka's text for a delivery error, plus what the broker most likely refused and what
+// to change, for the refusals an operator can act on (record too large, topic name invalid
+// or missing, too few in-sync replicas).
+std::string DeliveryErrorText(rd_kafka_resp_err_t error);
 
 }  // namespace walrelay

@@ -63,7 +63,8 @@ Status Relay::Run() {
     spdlog::warn("unknown configuration key '{}' is ignored", key);
   }
   auto producer = KafkaProducer::Create(
-      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); });
+      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
+      [this](const Status& failure) { OnProducerFailure(failure); });
   if (!producer.ok()) {
     spdlog::error("{}", producer.status().ToString());
     return producer.status();
@@ -304,6 +305,39 @@ void Relay::LogProgress() {
   progress_last_read_ = read;
   progress_last_acked_ = acked;
   progress_last_time_ = now;
+  WarnIfStalled();
+}
+
+void Relay::WarnIfStalled() {
+  // librdkafka retries a retriable refusal (NOT_ENOUGH_REPLICAS, no leader) and an unreachable
+  // broker until errors.retry.timeout, forever by default, and logs such retries only at debug
+  // level: without this line a relay held that way would look merely idle.
+  const auto now = std::chrono::steady_clock::now();
+  const std::optional<uint64_t> oldest = tracker_.OldestPending();
+  if (!oldest || oldest != stall_ticket_) {
+    stall_ticket_ = oldest;
+    stall_since_ = now;
+    return;
+  }
+  const DeliveryTracker::Source* source = tracker_.SourceOf(*oldest);
+  if (!source) return;
+  std::string topic = "?";
+  if (auto info = inflight_info_.find(*oldest); info != inflight_info_.end()) {
+    for (const auto& [name, count] : counters_.acked) {
+      if (&count == info->second.acked_counter) topic = name;
+    }
+  }
+  spdlog::warn("a record for topic '{}' (row of {} at LSN {}) has waited over {} s for Kafka's "
+               "acknowledgement; librdkafka retries it until errors.retry.timeout ({}), and the "
+               "slot stays confirmed at {} meanwhile. Usual causes: a broker down, or the topic "
+               "has fewer in-sync replicas than its min.insync.replicas (NOT_ENOUGH_REPLICAS); "
+               "see the broker's log",
+               topic, source->table, source->lsn.ToString(),
+               std::chrono::duration_cast<std::chrono::seconds>(now - stall_since_).count(),
+               settings_.errors_retry_timeout_ms > 0
+                   ? std::to_string(settings_.errors_retry_timeout_ms) + " ms"
+                   : std::string("-1: forever"),
+               tracker_.confirmable().ToString());
 }
 
 void Relay::SendStatus() {
@@ -508,7 +542,7 @@ void Relay::OnDelivery(const DeliveryReport& report) {
     tracker_.Fail(report.ticket, "purged at shutdown");
     inflight_info_.erase(report.ticket);
   } else {
-    const std::string reason = report.description + ": " + rd_kafka_err2str(report.error);
+    const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
     const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
     const bool dead_letter_failed =
         !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
@@ -516,7 +550,7 @@ void Relay::OnDelivery(const DeliveryReport& report) {
     Status outcome = error;
     if (source && !dead_letter_failed) {
       FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(report.error),
-                             rd_kafka_err2str(report.error), settings_.name, source->lsn,
+                             DeliveryErrorText(report.error), settings_.name, source->lsn,
                              source->table};
       const Lsn lsn = source->lsn;
       outcome = ApplyErrorPolicy(report.failed, failure, error, report.ticket);
@@ -538,6 +572,20 @@ void Relay::OnDelivery(const DeliveryReport& report) {
   } else {
     SchedulePump();
   }
+}
+
+void Relay::OnProducerFailure(const Status& failure) {
+  // Served inside librdkafka's poll: act from the loop, where stopping may poll again.
+  boost::asio::post(io_, [this, failure] {
+    const std::string confirmed =
+        tracker_initialised_ ? "; slot '" + settings_.slot_name + "' stays confirmed at LSN " +
+                                   tracker_.confirmable().ToString() + ", only what Kafka acknowledged"
+                             : "";
+    Fail(Status(failure.code(), failure.message() + confirmed));
+    // No record in flight can be acknowledged through a refused producer: waiting
+    // shutdown.timeout.ms for them would only delay the exit.
+    FinishShutdown();
+  });
 }
 
 void Relay::SchedulePump() {

@@ -118,6 +118,10 @@ class Relay {
   Status ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
                           std::optional<uint64_t> ticket);
   void OnDelivery(const DeliveryReport& report);
+  // The producer as a whole was refused (login, TLS, fatal error): stop at once.
+  void OnProducerFailure(const Status& failure);
+  // Warns when the oldest record in flight has waited a whole progress interval.
+  void WarnIfStalled();
   void SendStatus();
   void ConfirmWhenCaughtUp();
   bool Backpressured() const;
@@ -186,6 +190,9 @@ class Relay {
   uint64_t progress_last_read_ = 0;
   uint64_t progress_last_acked_ = 0;
   std::chrono::steady_clock::time_point progress_last_time_;
+  // The oldest record in flight at the previous progress line, and since when it was seen.
+  std::optional<uint64_t> stall_ticket_;
+  std::chrono::steady_clock::time_point stall_since_;
   std::atomic<uint64_t> confirmed_lsn_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
 };

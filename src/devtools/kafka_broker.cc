@@ -3,7 +3,6 @@
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <deque>
@@ -14,6 +13,7 @@
 #include <thread>
 
 #include "devtools/free_port.h"
+#include "devtools/test_pki.h"
 
 namespace walrelay::devtools {
 namespace fs = std::filesystem;
@@ -69,19 +69,6 @@ std::string TailOfFile(const std::string& path, int lines) {
   std::string out;
   for (const auto& l : tail) out += l + "\n";
   return out;
-}
-
-// Runs a short-lived program to completion; its output lands in `log`.
-Status RunToCompletion(const std::vector<std::string>& argv, const std::string& log,
-                       const std::string& working_dir, std::chrono::seconds timeout) {
-  auto child = ChildProcess::Spawn(argv, log, {}, working_dir);
-  if (!child.ok()) return child.status();
-  auto code = (*child)->Wait(timeout);
-  if (!code.ok()) return code.status();
-  if (*code != 0)
-    return Status::Internal("'" + argv[0] + " " + (argv.size() > 1 ? argv[1] : "") +
-                            "' exited with " + std::to_string(*code) + ": " + TailOfFile(log, 20));
-  return Status::Ok();
 }
 
 struct RdKafkaDeleter {
@@ -230,54 +217,27 @@ Status KafkaBroker::WriteNodeFiles(const Node& nd, const KafkaBrokerOptions& opt
 }
 
 Status KafkaBroker::MakeCertificates() {
-  const std::string dir = base_dir_ + "/pki";
-  fs::create_directories(dir);
-  auto openssl = [&](std::vector<std::string> args) {
-    args.insert(args.begin(), "openssl");
-    return RunToCompletion(args, dir + "/openssl.log", dir, std::chrono::seconds(60));
-  };
-  // EC keys: RSA ones take seconds each.
-  const std::vector<std::string> new_key = {"-newkey", "ec", "-pkeyopt",
-                                            "ec_paramgen_curve:prime256v1", "-nodes"};
-  auto make_ca = [&](const std::string& name, const std::string& cn) {
-    std::vector<std::string> args = {"req", "-x509", "-keyout", name + ".key", "-out",
-                                     name + ".pem", "-days", "7", "-subj", "/CN=" + cn};
-    args.insert(args.end(), new_key.begin(), new_key.end());
-    return openssl(args);
-  };
-  auto make_signed = [&](const std::string& name, const std::string& cn, const std::string& ca,
-                         const std::string& extensions) -> Status {
-    std::vector<std::string> args = {"req", "-keyout", name + ".key", "-out", name + ".csr",
-                                     "-subj", "/CN=" + cn};
-    args.insert(args.end(), new_key.begin(), new_key.end());
-    WALRELAY_RETURN_IF_ERROR(openssl(args));
-    std::ofstream(dir + "/" + name + ".ext") << extensions << "\n";
-    WALRELAY_RETURN_IF_ERROR(openssl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".pem",
-                                      "-CAkey", ca + ".key", "-CAcreateserial", "-out",
-                                      name + ".pem", "-days", "7", "-extfile", name + ".ext"}));
-    ::chmod((dir + "/" + name + ".key").c_str(), 0600);
-    return Status::Ok();
-  };
-  WALRELAY_RETURN_IF_ERROR(make_ca("ca", "walrelay test Kafka CA"));
-  WALRELAY_RETURN_IF_ERROR(make_ca("untrusted-ca", "unrelated CA"));
+  TestPki pki(base_dir_ + "/pki");
+  std::error_code ec;
+  fs::create_directories(pki.dir(), ec);
+  if (ec) return Status::Internal("cannot create " + pki.dir() + ": " + ec.message());
+  WALRELAY_RETURN_IF_ERROR(pki.MakeCa("ca", "walrelay test Kafka CA"));
+  WALRELAY_RETURN_IF_ERROR(pki.MakeCa("untrusted-ca", "unrelated CA"));
   // librdkafka checks the broker's name (ssl.endpoint.identification.algorithm=https).
-  WALRELAY_RETURN_IF_ERROR(make_signed("broker", "localhost", "ca",
-                                       "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
-                                       "extendedKeyUsage=serverAuth,clientAuth"));
+  WALRELAY_RETURN_IF_ERROR(pki.MakeSigned("broker", "localhost", "ca",
+                                          "subjectAltName = IP:127.0.0.1, DNS:localhost\n"
+                                          "extendedKeyUsage = serverAuth, clientAuth"));
   WALRELAY_RETURN_IF_ERROR(
-      make_signed("client", "walrelay-client", "ca", "extendedKeyUsage=clientAuth"));
-  WALRELAY_RETURN_IF_ERROR(make_signed("untrusted-client", "walrelay-client", "untrusted-ca",
-                                       "extendedKeyUsage=clientAuth"));
-  WALRELAY_RETURN_IF_ERROR(openssl({"pkcs12", "-export", "-in", "broker.pem", "-inkey",
-                                    "broker.key", "-certfile", "ca.pem", "-name", "broker",
-                                    "-out", "broker.p12", "-passout",
-                                    std::string("pass:") + kKeystorePassword}));
-  security_.ca_pem = dir + "/ca.pem";
-  security_.client_cert_pem = dir + "/client.pem";
-  security_.client_key_pem = dir + "/client.key";
-  security_.untrusted_ca_pem = dir + "/untrusted-ca.pem";
-  security_.untrusted_client_cert_pem = dir + "/untrusted-client.pem";
-  security_.untrusted_client_key_pem = dir + "/untrusted-client.key";
+      pki.MakeSigned("client", "walrelay-client", "ca", "extendedKeyUsage = clientAuth"));
+  WALRELAY_RETURN_IF_ERROR(pki.MakeSigned("untrusted-client", "walrelay-client", "untrusted-ca",
+                                          "extendedKeyUsage = clientAuth"));
+  WALRELAY_RETURN_IF_ERROR(pki.MakePkcs12("broker", "ca", kKeystorePassword));
+  security_.ca_pem = pki.CertPath("ca");
+  security_.client_cert_pem = pki.CertPath("client");
+  security_.client_key_pem = pki.KeyPath("client");
+  security_.untrusted_ca_pem = pki.CertPath("untrusted-ca");
+  security_.untrusted_client_cert_pem = pki.CertPath("untrusted-client");
+  security_.untrusted_client_key_pem = pki.KeyPath("untrusted-client");
   security_.sasl_username = kSaslUser;
   security_.sasl_password = RandomSecret();
   return Status::Ok();

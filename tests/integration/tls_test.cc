@@ -3,14 +3,14 @@
 // over TLS with that client certificate (pg_hba `hostssl ... cert`); and the real walrelay
 // binary (`validate`, `run`) with database.sslmode=verify-full.
 //
-// Kafka's TLS and SASL settings are passed to librdkafka unchanged and are not exercised here:
-// the mock cluster speaks plaintext only.
+// Kafka's TLS and SASL settings are tested against a real broker in broker_security_test.cc.
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
 
+#include "devtools/test_pki.h"
 #include "relay_fixture.h"
 
 using namespace walrelay;
@@ -21,45 +21,17 @@ namespace {
 // pg_hba's `cert` method takes the user name from the client certificate's CN.
 constexpr const char* kUser = "relay_tls";
 
-void OpenSsl(const std::string& dir, std::vector<std::string> args) {
-  args.insert(args.begin(), "openssl");
-  const std::string out = dir + "/openssl.out";
-  auto child = devtools::ChildProcess::Spawn(args, out, {}, dir);
-  REQUIRE_MESSAGE(child.ok(), child.status().ToString());
-  auto code = (*child)->Wait(std::chrono::seconds(60));
-  REQUIRE_MESSAGE(code.ok(), code.status().ToString());
-  REQUIRE_MESSAGE(*code == 0, "openssl " << args[1] << ": " << devtools::ReadFile(out));
-}
-
 // Writes into `dir`: ca.crt (signed server.crt and client.crt, with their .key files) and
-// wrong-ca.crt, a CA that signed nothing here. EC keys, because RSA ones take seconds.
+// wrong-ca.crt, a CA that signed nothing here.
 void MakeCertificates(const std::string& dir) {
-  const std::vector<std::string> new_key = {"-newkey", "ec", "-pkeyopt",
-                                            "ec_paramgen_curve:prime256v1", "-nodes"};
-  auto make_ca = [&](const std::string& name, const std::string& cn) {
-    std::vector<std::string> args = {"req", "-x509", "-keyout", name + ".key", "-out",
-                                     name + ".crt", "-days", "2", "-subj", "/CN=" + cn};
-    args.insert(args.end(), new_key.begin(), new_key.end());
-    OpenSsl(dir, args);
-  };
-  auto make_signed = [&](const std::string& name, const std::string& cn,
-                         const std::string& extensions) {
-    std::vector<std::string> args = {"req", "-keyout", name + ".key", "-out", name + ".csr",
-                                     "-subj", "/CN=" + cn};
-    args.insert(args.end(), new_key.begin(), new_key.end());
-    OpenSsl(dir, args);
-    std::ofstream(dir + "/" + name + ".ext") << extensions << "\n";
-    OpenSsl(dir, {"x509", "-req", "-in", name + ".csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                  "-CAcreateserial", "-out", name + ".crt", "-days", "2", "-extfile",
-                  name + ".ext"});
-    // libpq and the server both refuse a private key that others may read.
-    REQUIRE(::chmod((dir + "/" + name + ".key").c_str(), 0600) == 0);
-  };
-  make_ca("ca", "walrelay test CA");
-  make_ca("wrong-ca", "unrelated CA");
-  // verify-full checks the host walrelay connects to (127.0.0.1) against the SAN.
-  make_signed("server", "localhost", "subjectAltName = IP:127.0.0.1, DNS:localhost");
-  make_signed("client", kUser, "extendedKeyUsage = clientAuth");
+  const devtools::TestPki pki(dir);
+  for (Status st : {pki.MakeCa("ca", "walrelay test CA"), pki.MakeCa("wrong-ca", "unrelated CA"),
+                    // verify-full checks the host walrelay connects to (127.0.0.1) against the SAN.
+                    pki.MakeSigned("server", "localhost", "ca",
+                                   "subjectAltName = IP:127.0.0.1, DNS:localhost"),
+                    pki.MakeSigned("client", kUser, "ca", "extendedKeyUsage = clientAuth")}) {
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+  }
 }
 
 // Turns on TLS in the fixture's server and lets kUser in only over TLS with a client

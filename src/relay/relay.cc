@@ -321,12 +321,8 @@ void Relay::WarnIfStalled() {
   }
   const DeliveryTracker::Source* source = tracker_.SourceOf(*oldest);
   if (!source) return;
-  std::string topic = "?";
-  if (auto info = inflight_info_.find(*oldest); info != inflight_info_.end()) {
-    for (const auto& [name, count] : counters_.acked) {
-      if (&count == info->second.acked_counter) topic = name;
-    }
-  }
+  auto info = inflight_info_.find(*oldest);
+  const std::string topic = info != inflight_info_.end() ? info->second.topic->first : "?";
   spdlog::warn("a record for topic '{}' (row of {} at LSN {}) has waited over {} s for Kafka's "
                "acknowledgement; librdkafka retries it until errors.retry.timeout ({}), and the "
                "slot stays confirmed at {} meanwhile. Usual causes: a broker down, or the topic "
@@ -465,11 +461,9 @@ Status Relay::Produce(Record& record, const std::string& table) {
   const size_t bytes = record.topic.size() + (record.key ? record.key->size() : 0) +
                        (record.value ? record.value->size() : 0);
   const uint64_t ticket = tracker_.AddRecord(record.source.lsn, bytes, table);
-  if (record.topic != last_topic_) {
-    last_topic_ = record.topic;
-    last_topic_acks_ = &counters_.acked[record.topic];
-  }
-  inflight_info_[ticket] = {last_topic_acks_, record.source.commit_time_ms};
+  if (!last_topic_ || record.topic != last_topic_->first)
+    last_topic_ = &*counters_.acked.try_emplace(record.topic).first;
+  inflight_info_[ticket] = {last_topic_, record.source.commit_time_ms};
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   Status st = producer_->Produce(record, ticket, &code);
   if (st.ok()) return st;
@@ -512,12 +506,12 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
   const uint64_t dead_ticket =
       ticket ? *ticket : tracker_.AddRecord(failure.lsn, dead.value ? dead.value->size() : 0,
                                             failure.table);
-  uint64_t* dead_letter_acks = &counters_.acked[settings_.dead_letter_topic];
+  TopicAcks* dead_letter_acks = &*counters_.acked.try_emplace(settings_.dead_letter_topic).first;
   auto info = inflight_info_.find(dead_ticket);
   if (info == inflight_info_.end()) {
     inflight_info_[dead_ticket] = {dead_letter_acks, record.source.commit_time_ms};
   } else {
-    info->second.acked_counter = dead_letter_acks;
+    info->second.topic = dead_letter_acks;
   }
   ++counters_.dead_letters;
   if (Status st = producer_->Produce(dead, dead_ticket); !st.ok()) {
@@ -532,7 +526,7 @@ void Relay::OnDelivery(const DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     tracker_.Acknowledge(report.ticket);
     if (auto info = inflight_info_.find(report.ticket); info != inflight_info_.end()) {
-      ++*info->second.acked_counter;
+      ++info->second.topic->second;
       last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
       inflight_info_.erase(info);
     }

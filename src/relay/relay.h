@@ -166,10 +166,13 @@ class Relay {
   bool ever_streamed_ = false;
   std::string connection_error_;
   RelayCounters counters_;
-  // Per record in flight: its topic's acked counter and its commit time, for /metrics and the
-  // lag gauge. The counter lives in counters_.acked (std::map: its elements never move).
+  // A topic's name and acknowledged count: an element of counters_.acked (std::map: its
+  // elements never move).
+  using TopicAcks = std::pair<const std::string, uint64_t>;
+  // Per record in flight: its topic and commit time, for /metrics, the lag gauge and the
+  // stall warning.
   struct InflightInfo {
-    uint64_t* acked_counter;
+    TopicAcks* topic;
     int64_t commit_time_ms;
   };
   // What HandleChange needs to know about a source table, looked up once per table rather
@@ -183,8 +186,7 @@ class Relay {
   std::vector<SourceTable> tables_;
   size_t last_table_ = 0;
   std::unordered_map<uint64_t, InflightInfo> inflight_info_;
-  std::string last_topic_;  // the previous record's topic and its acked counter
-  uint64_t* last_topic_acks_ = nullptr;
+  TopicAcks* last_topic_ = nullptr;  // the previous record's
   int64_t last_acked_commit_ms_ = 0;
   // What the previous progress line reported, for its rates.
   uint64_t progress_last_read_ = 0;

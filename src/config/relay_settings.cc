@@ -71,6 +71,45 @@ Result<ListenerAddress> ParseListener(const std::string& key, const std::string&
   return address;
 }
 
+// A slot position is confirmed once Kafka acknowledged every record up to it, so each
+// librdkafka setting that lets an acknowledgement mean less than "in every in-sync replica",
+// or that gives records up without the relay knowing, would confirm rows that can be lost.
+Status CheckDurableProducer(const Properties& p, bool errors_tolerance_all) {
+  auto refuse = [](const std::string& key, const std::string& value, const std::string& why) {
+    return Status::Config("'" + key + "' = '" + value + "' " + why +
+                          "; remove it, or set producer.durability.checks=false to accept "
+                          "that risk (see docs/configuration.md)");
+  };
+  // librdkafka reads request.required.acks and delivery.timeout.ms as aliases.
+  for (const char* key : {"kafka.acks", "kafka.request.required.acks"}) {
+    if (auto v = p.Get(key); v && ToLower(Trim(*v)) != "all" && Trim(*v) != "-1") {
+      return refuse(key, *v,
+                    "lets Kafka acknowledge a record that not every in-sync replica has, so a "
+                    "confirmed row can be lost when a broker fails; walrelay needs acks=all");
+    }
+  }
+  if (auto v = p.Get("kafka.enable.idempotence"); v && ToLower(Trim(*v)) != "true") {
+    return refuse("kafka.enable.idempotence", *v,
+                  "lets retries reorder or duplicate records of a partition");
+  }
+  if (auto v = p.Get("kafka.delivery.report.only.error"); v && ToLower(Trim(*v)) == "true") {
+    return refuse("kafka.delivery.report.only.error", *v,
+                  "suppresses the acknowledgements the slot position is confirmed by, so the "
+                  "slot would never advance");
+  }
+  if (errors_tolerance_all) {
+    for (const char* key : {"kafka.message.timeout.ms", "kafka.delivery.timeout.ms"}) {
+      if (auto v = p.Get(key); v && Trim(*v) != "0") {
+        return refuse(key, *v,
+                      "with errors.tolerance=all makes a record that waits out a broker outage "
+                      "time out and be skipped or dead-lettered; use errors.retry.timeout to "
+                      "bound retries deliberately");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsAcceptedWithoutEffect(const std::string& key) {
@@ -264,6 +303,11 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   }
   if (!s.kafka.count("bootstrap.servers")) {
     return Status::Config("missing required key 'kafka.bootstrap.servers'");
+  }
+  auto durability_checks = p.GetBool("producer.durability.checks", true);
+  if (!durability_checks.ok()) return durability_checks.status();
+  if (*durability_checks) {
+    if (Status st = CheckDurableProducer(p, s.errors_tolerance_all); !st.ok()) return st;
   }
   for (const auto& [key, _] : p.values())
     if (IsAcceptedWithoutEffect(key)) p.MarkRead(key);

@@ -362,6 +362,23 @@ TEST_CASE("listeners, log.level, log.format: wrong values are configuration erro
   CHECK(out.find("'log.format'") != std::string::npos);
 }
 
+TEST_CASE("kafka.* overrides that weaken acknowledgements: validate and run exit 2 naming the key") {
+  RelayFixture fx;
+  const std::string weak = fx.WriteConfig("weakacks", {{"kafka.acks", "1"}});
+  for (const char* command : {"validate", "run"}) {
+    auto [code, out] = fx.RunCommand({command, "--config", weak});
+    CHECK_MESSAGE(code == 2, command << ": " << out);
+    CHECK_MESSAGE(out.find("'kafka.acks'") != std::string::npos, out);
+  }
+  // librdkafka itself wants acks=all while idempotence is on, so both go together.
+  auto [code, out] = fx.RunCommand(
+      {"validate", "--config",
+       fx.WriteConfig("weakacks", {{"kafka.acks", "1"},
+                                   {"kafka.enable.idempotence", "false"},
+                                   {"producer.durability.checks", "false"}})});
+  CHECK_MESSAGE(code == 0, out);
+}
+
 TEST_CASE("JSON log lines: messages are escaped and always valid UTF-8") {
   CHECK(JsonEscape("plain") == "plain");
   CHECK(JsonEscape("a\"b\\c\nd\te\r") == "a\\\"b\\\\c\\nd\\te\\r");

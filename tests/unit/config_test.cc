@@ -82,10 +82,52 @@ TEST_CASE("a flat config works and Debezium's defaults apply") {
 }
 
 TEST_CASE("kafka.* overrides walrelay's producer defaults") {
-  auto s = Settings(Minimal(R"(,"kafka.acks":"1","kafka.enable.idempotence":"false")"));
-  REQUIRE(s.ok());
+  auto s = Settings(Minimal(R"(,"kafka.acks":"1","kafka.enable.idempotence":"false",)"
+                            R"("producer.durability.checks":"false")"));
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
   CHECK(s->kafka.at("acks") == "1");
   CHECK(s->kafka.at("enable.idempotence") == "false");
+  CHECK(s->kafka.count("producer.durability.checks") == 0);
+  CHECK(s->properties.UnreadKeys().empty());
+}
+
+TEST_CASE("kafka.* overrides that weaken acknowledgements are refused, naming the key") {
+  struct Case {
+    const char* extra;
+    const char* key;
+  };
+  for (const Case& c : std::initializer_list<Case>{
+           {R"(,"kafka.acks":"1")", "'kafka.acks'"},
+           {R"(,"kafka.acks":"0")", "'kafka.acks'"},
+           {R"(,"kafka.request.required.acks":"1")", "'kafka.request.required.acks'"},
+           {R"(,"kafka.enable.idempotence":"false")", "'kafka.enable.idempotence'"},
+           {R"(,"kafka.delivery.report.only.error":"true")", "'kafka.delivery.report.only.error'"},
+           {R"(,"errors.tolerance":"all","kafka.message.timeout.ms":"30000")",
+            "'kafka.message.timeout.ms'"},
+           {R"(,"errors.tolerance":"all","kafka.delivery.timeout.ms":"30000")",
+            "'kafka.delivery.timeout.ms'"}}) {
+    auto s = Settings(Minimal(c.extra));
+    REQUIRE_MESSAGE(!s.ok(), c.extra);
+    CHECK(s.status().code() == ErrorCode::kConfig);
+    CHECK_MESSAGE(s.status().message().find(c.key) != std::string::npos, s.status().message());
+    CHECK(s.status().message().find("producer.durability.checks=false") != std::string::npos);
+    // The acknowledgement key lets the same setting through.
+    auto accepted = Settings(Minimal(std::string(c.extra) + R"(,"producer.durability.checks":false)"));
+    CHECK_MESSAGE(accepted.ok(), accepted.status().ToString());
+  }
+  // Durable spellings, and a finite timeout where a timed-out record stops the relay.
+  for (const char* ok : {R"(,"kafka.acks":"all")", R"(,"kafka.acks":"-1")",
+                         R"(,"kafka.acks":" ALL ")", R"(,"kafka.enable.idempotence":"true")",
+                         R"(,"kafka.delivery.report.only.error":"false")",
+                         R"(,"kafka.message.timeout.ms":"30000")",
+                         R"(,"errors.tolerance":"all","kafka.message.timeout.ms":"0")",
+                         R"(,"errors.tolerance":"all","errors.retry.timeout":"60000")"}) {
+    auto s = Settings(Minimal(ok));
+    CHECK_MESSAGE(s.ok(), ok << ": " << s.status().ToString());
+  }
+  auto bad_flag = Settings(Minimal(R"(,"producer.durability.checks":"maybe")"));
+  REQUIRE_FALSE(bad_flag.ok());
+  CHECK(bad_flag.status().message().find("'producer.durability.checks'") != std::string::npos);
 }
 
 TEST_CASE("regex include lists disable the server-side table filter but still filter") {

@@ -10,19 +10,29 @@
 namespace walrelay {
 
 bool IsSecretKey(std::string_view key) {
+  const std::string k = ToLower(key);
   auto ends_with = [&](std::string_view suffix) {
-    return key.size() >= suffix.size() && key.substr(key.size() - suffix.size()) == suffix;
+    return k.size() >= suffix.size() && std::string_view(k).substr(k.size() - suffix.size()) == suffix;
   };
-  return ends_with("password") || ends_with("sasl.jaas.config") || ends_with("secret") ||
-         ends_with("sasl.oauthbearer.config") || ends_with("ssl.key.pem") ||
-         ends_with("ssl_key") || ends_with("token");
+  if (ends_with("sasl.jaas.config") || ends_with("sasl.oauthbearer.config") ||
+      ends_with("ssl.key.pem") || ends_with("ssl_key")) {
+    return true;
+  }
+  // Substrings, so "sslpassword", "api.tokens" and "client_secret" count as well: hiding a
+  // harmless value costs little, showing a secret cannot be undone.
+  for (const char* word : {"password", "passphrase", "secret", "token", "credential"}) {
+    if (k.find(word) != std::string::npos) return true;
+  }
+  return false;
 }
 
-std::string DisplayValue(std::string_view key, const std::string& value) {
-  return IsSecretKey(key) ? std::string("[hidden]") : value;
+std::string DisplayValue(std::string_view key, const std::string& value, bool from_provider) {
+  return from_provider || IsSecretKey(key) ? std::string("[hidden]") : value;
 }
 
-Result<std::string> SubstituteConfigValue(const std::string& key, const std::string& value) {
+Result<std::string> SubstituteConfigValue(const std::string& key, const std::string& value,
+                                          bool* resolved) {
+  if (resolved) *resolved = false;
   std::string out;
   size_t pos = 0;
   while (true) {
@@ -49,6 +59,7 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
                               ", which is not set");
       }
       out += env;
+      if (resolved) *resolved = true;
     } else if (ref.rfind("file:", 0) == 0) {
       const std::string path = ref.substr(5);
       std::ifstream in(path, std::ios::binary);
@@ -58,6 +69,7 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
       std::string content = ss.str();
       while (!content.empty() && (content.back() == '\n' || content.back() == '\r')) content.pop_back();
       out += content;
+      if (resolved) *resolved = true;
     } else {
       // The provider name is part of the value, so a secret's is not shown.
       const std::string provider = IsSecretKey(key) ? "..." : ref.substr(0, ref.find(':'));
@@ -103,8 +115,15 @@ Result<ConnectorConfig> ParseConnectorConfig(std::string_view json, const std::s
     } else {
       return Status::Config(origin + ": '" + key + "' must be a string, number or boolean");
     }
-    auto substituted = SubstituteConfigValue(key, raw);
+    bool resolved = false;
+    auto substituted = SubstituteConfigValue(key, raw, &resolved);
     if (!substituted.ok()) return substituted.status();
+    // A repeated key keeps its last value, and that value decides.
+    if (resolved) {
+      result.provider_keys.insert(key);
+    } else {
+      result.provider_keys.erase(key);
+    }
     values[key] = std::move(substituted).value();
   }
   if (result.name.empty()) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -18,17 +19,26 @@ namespace walrelay {
 struct ConnectorConfig {
   std::string name;  // "name" of the wrapper, or the `name` key of a flat config
   Properties properties;
+  // Keys whose value came, whole or in part, from ${env:...} or ${file:...}: whoever moved a
+  // value out of the file did so because it should not be shown, whatever the key is called.
+  std::set<std::string> provider_keys;
 };
 
 Result<ConnectorConfig> ParseConnectorConfig(std::string_view json, const std::string& origin);
 Result<ConnectorConfig> LoadConnectorConfig(const std::string& path);
 
 // Replaces ${env:NAME} and ${file:PATH} in `value`; errors name `key`, never the value.
-Result<std::string> SubstituteConfigValue(const std::string& key, const std::string& value);
+// `resolved`, when given, is set to whether any such reference was replaced.
+Result<std::string> SubstituteConfigValue(const std::string& key, const std::string& value,
+                                          bool* resolved = nullptr);
 
-// True for keys whose values are secrets (passwords, SASL credentials, key passwords).
+// True for keys whose values are secrets: passwords, SASL and key material, and any key
+// (a plugin's or a transform's too) with a part named like password, passphrase, secret, token
+// or credential, in any case.
 bool IsSecretKey(std::string_view key);
-// The value as it may be shown to a person: secrets become "[hidden]".
-std::string DisplayValue(std::string_view key, const std::string& value);
+// The value as it may be shown to a person: secrets, and values that came from a config
+// provider (`from_provider`), become "[hidden]".
+std::string DisplayValue(std::string_view key, const std::string& value,
+                         bool from_provider = false);
 
 }  // namespace walrelay

@@ -139,6 +139,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   RelaySettings s;
   s.name = config.name;
   s.properties = p;
+  s.provider_keys = config.provider_keys;
 
   const std::string listeners = Trim(p.GetString("listeners", "http://127.0.0.1:8083"));
   if (listeners.find(',') != std::string::npos) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <regex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -63,6 +64,8 @@ struct RelaySettings {
 
   // The whole config, for the transform chain and unknown-key warnings.
   Properties properties;
+  // Keys whose values came from ${env:...} or ${file:...} (ConnectorConfig::provider_keys).
+  std::set<std::string> provider_keys;
 
   bool IncludesTable(const std::string& qualified_table) const;
   // wal2json's add-tables value when every include entry is a plain name, else "".

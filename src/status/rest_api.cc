@@ -60,7 +60,7 @@ void WriteConfig(JsonWriter& w, const RelaySettings& settings) {
   for (const auto& [key, value] : settings.properties.values()) {
     has_name = has_name || key == "name";
     w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
-    w.String(DisplayValue(key, value));
+    w.String(DisplayValue(key, value, settings.provider_keys.count(key) != 0));
   }
   if (!has_name) {
     w.Key("name");

@@ -4,7 +4,8 @@
 // Shapes follow Kafka Connect so its tooling works unchanged: connector and task status with
 // states RUNNING, PAUSED, FAILED (with "trace") and UNASSIGNED (a standby waiting for the slot),
 // and errors as {"error_code": <HTTP status>, "message": "..."}. Configuration values of secret
-// keys are shown as "[hidden]". Handle() runs on the relay's loop thread (see HttpServer).
+// keys, and values that came from ${env:...} or ${file:...}, are shown as "[hidden]". Handle()
+// runs on the relay's loop thread (see HttpServer).
 //
 // State mapping: a relay that is (re)connecting shows RUNNING, as Kafka Connect shows a task
 // that retries, while /healthz answers 503 until the replication connection is back. FAILED is

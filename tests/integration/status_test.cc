@@ -100,6 +100,34 @@ std::map<std::string, std::string> RestConfig() {
 
 }  // namespace
 
+TEST_CASE("REST /config hides values from ${env:} and ${file:} and secret-named plugin keys") {
+  RelayFixture fx;
+  const std::string prefix_file = fx.pg().base_dir() + "/topic_prefix";
+  std::ofstream(prefix_file) << "prefix-Fq72\n";
+  ::setenv("WALRELAY_TEST_DB_USER", "postgres", 1);
+  auto config = RestConfig();
+  config["database.user"] = "${env:WALRELAY_TEST_DB_USER}";
+  config["topic.prefix"] = "${file:" + prefix_file + "}";
+  for (const char* word : {"passphrase", "token", "secret", "credentials"})
+    config[std::string("transforms.outbox.vault.") + word] = std::string("plugin-") + word + "-Hx4";
+  auto relay = fx.StartRelay(fx.WriteConfig("masked", config));
+  const int port = RestPort(fx);
+  for (const std::string path : {"/connectors/itest-masked/config", "/connectors/itest-masked"}) {
+    const Reply r = Http(port, "GET", path);
+    CHECK(r.status == 200);
+    CHECK_MESSAGE(r.body.find("\"database.user\":\"[hidden]\"") != std::string::npos, r.body);
+    CHECK(r.body.find("\"topic.prefix\":\"[hidden]\"") != std::string::npos);
+    CHECK(r.body.find("prefix-Fq72") == std::string::npos);
+    CHECK(r.body.find("\"transforms.outbox.vault.passphrase\":\"[hidden]\"") != std::string::npos);
+    CHECK(r.body.find("-Hx4") == std::string::npos);
+    CHECK(r.body.find(kPassword) == std::string::npos);
+    // Values neither secret-named nor from a provider stay readable.
+    CHECK(r.body.find("\"slot.name\":\"masked\"") != std::string::npos);
+    CHECK(r.body.find("\"database.dbname\":\"postgres\"") != std::string::npos);
+  }
+  CHECK(relay->Running());
+}
+
 TEST_CASE("REST API: Kafka Connect shapes, masked config, errors, metrics match the slot") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("rest", RestConfig()));

@@ -1,7 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "config/connector_config.h"
 #include "config/relay_settings.h"
@@ -240,4 +242,43 @@ TEST_CASE("secret keys are recognised and hidden") {
   }
   CHECK_FALSE(IsSecretKey("database.user"));
   CHECK(DisplayValue("database.user", "relay") == "relay");
+}
+
+TEST_CASE("plugin and transform keys named like secrets are hidden, in any case") {
+  for (const char* k : {"transforms.sign.passphrase", "transforms.sign.key.passphrase",
+                        "transforms.vault.token", "transforms.vault.api.tokens",
+                        "transforms.vault.client_secret", "transforms.vault.secret.value",
+                        "transforms.aws.credentials", "transforms.gcp.credential.json",
+                        "predicates.auth.Token", "transforms.x.PassPhrase",
+                        "transforms.db.Password", "kafka.sasl.oauthbearer.client.secret"}) {
+    CHECK_MESSAGE(IsSecretKey(k), k);
+    CHECK(DisplayValue(k, "v") == "[hidden]");
+  }
+  for (const char* k : {"transforms.outbox.type", "transforms.outbox.route.by.field",
+                        "kafka.ssl.key.location", "slot.name", "table.include.list"}) {
+    CHECK_MESSAGE(!IsSecretKey(k), k);
+  }
+}
+
+TEST_CASE("values from ${env:} or ${file:} are remembered and hidden whatever the key") {
+  setenv("WALRELAY_TEST_USER", "relay_from_env", 1);
+  const std::string path = "/tmp/walrelay_config_test_prefix";
+  std::ofstream(path) << "shop\n";
+  auto config = ParseConnectorConfig(
+      Minimal(R"(,"database.user":"${env:WALRELAY_TEST_USER}","topic.prefix":"pre-${file:)" + path +
+              R"(}","transforms.route.replacement":"outbox.${routedByValue}","slot.name":"s1")"),
+      "t");
+  REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+  CHECK(config->provider_keys == std::set<std::string>{"database.user", "topic.prefix"});
+  CHECK(config->properties.values().at("topic.prefix") == "pre-shop");
+  auto s = ParseRelaySettings(*config);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  CHECK(s->provider_keys == config->provider_keys);
+  CHECK(DisplayValue("topic.prefix", "pre-shop", true) == "[hidden]");
+  CHECK(DisplayValue("slot.name", "s1", false) == "s1");
+  bool resolved = true;
+  auto plain = SubstituteConfigValue("k", "no ${reference} here", &resolved);
+  REQUIRE(plain.ok());
+  CHECK_FALSE(resolved);
+  std::remove(path.c_str());
 }

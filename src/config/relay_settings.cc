@@ -124,6 +124,13 @@ bool RelaySettings::IncludesTable(const std::string& qualified_table) const {
   return false;
 }
 
+std::vector<std::string> RelaySettings::PlainIncludedTables() const {
+  std::vector<std::string> out;
+  for (const auto& t : table_include)
+    if (IsPlainTableName(t)) out.push_back(t);
+  return out;
+}
+
 std::string RelaySettings::Wal2JsonAddTables() const {
   std::string out;
   for (const auto& t : table_include) {

@@ -70,6 +70,8 @@ struct RelaySettings {
   bool IncludesTable(const std::string& qualified_table) const;
   // wal2json's add-tables value when every include entry is a plain name, else "".
   std::string Wal2JsonAddTables() const;
+  // The include entries that are plain schema.table names rather than patterns.
+  std::vector<std::string> PlainIncludedTables() const;
 };
 
 Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config);

@@ -63,9 +63,12 @@ void PrometheusText::Single(std::string_view name, std::string_view type, std::s
 
 void PrometheusText::PerLabel(std::string_view name, std::string_view type, std::string_view help,
                               std::string_view label,
-                              const std::map<std::string, uint64_t>& values) {
+                              const std::map<std::string, uint64_t>& values,
+                              const std::vector<std::string>& known) {
   Family(name, type, help);
-  for (const auto& [key, value] : values) Sample({{std::string(label), key}}, value);
+  std::map<std::string, uint64_t> all = values;
+  for (const auto& key : known) all.try_emplace(key, 0);
+  for (const auto& [key, value] : all) Sample({{std::string(label), key}}, value);
 }
 
 }  // namespace walrelay

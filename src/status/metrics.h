@@ -36,9 +36,12 @@ class PrometheusText {
   // A family with one unlabelled sample.
   void Single(std::string_view name, std::string_view type, std::string_view help, uint64_t value);
   void Single(std::string_view name, std::string_view type, std::string_view help, double value);
-  // A family with one sample per map entry, labelled `label`=key.
+  // A family with one sample per map entry, labelled `label`=key, and a 0 sample for each of
+  // `known` that has none yet: a series that first appears with its first event hides that
+  // event from rate() and increase(), and leaves alerts on it nothing to evaluate before.
   void PerLabel(std::string_view name, std::string_view type, std::string_view help,
-                std::string_view label, const std::map<std::string, uint64_t>& values);
+                std::string_view label, const std::map<std::string, uint64_t>& values,
+                const std::vector<std::string>& known = {});
 
   const std::string& text() const { return out_; }
 

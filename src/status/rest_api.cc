@@ -254,6 +254,10 @@ HttpResponse RestApi::Health() const {
 
 HttpResponse RestApi::Metrics() const {
   const RelayCounters& c = relay_.counters();
+  const RelaySettings& settings = relay_.settings();
+  // The label values known before any event; topics routed from row values are not.
+  std::vector<std::string> known_topics;
+  if (!settings.dead_letter_topic.empty()) known_topics.push_back(settings.dead_letter_topic);
   PrometheusText m;
   m.Family("walrelay_info", "gauge", "Always 1; labels name the connector, slot and version.");
   m.Sample({{"connector", relay_.settings().name},
@@ -261,12 +265,14 @@ HttpResponse RestApi::Metrics() const {
             {"version", WALRELAY_VERSION}},
            uint64_t{1});
   m.PerLabel("walrelay_source_records_total", "counter",
-             "Row changes read from the slot for included tables.", "table", c.source_records);
+             "Row changes read from the slot for included tables.", "table", c.source_records,
+             settings.PlainIncludedTables());
   m.PerLabel("walrelay_records_acked_total", "counter",
              "Records Kafka acknowledged, by topic (dead letters under their topic).", "topic",
-             c.acked);
+             c.acked, known_topics);
   m.PerLabel("walrelay_records_failed_total", "counter",
-             "Records whose transform or Kafka delivery failed, by stage.", "stage", c.failed);
+             "Records whose transform or Kafka delivery failed, by stage.", "stage", c.failed,
+             {"transform", "produce"});
   m.Single("walrelay_dlq_records_total", "counter",
            "Records sent to the dead-letter topic (errors.deadletterqueue.topic.name).",
            c.dead_letters);

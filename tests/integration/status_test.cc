@@ -100,6 +100,21 @@ std::map<std::string, std::string> RestConfig() {
 
 }  // namespace
 
+TEST_CASE("/metrics right after start: labelled counters are exported at 0 for known labels") {
+  RelayFixture fx;
+  auto config = RestConfig();
+  config["errors.tolerance"] = "all";
+  config["errors.deadletterqueue.topic.name"] = "walrelay-dlq";
+  auto relay = fx.StartRelay(fx.WriteConfig("zeros", config));
+  const std::string metrics = Http(RestPort(fx), "GET", "/metrics").body;
+  // rate() and alerts on these need a sample before the first event.
+  CHECK_MESSAGE(Metric(metrics, "walrelay_records_failed_total{stage=\"transform\"}") == 0, metrics);
+  CHECK(Metric(metrics, "walrelay_records_failed_total{stage=\"produce\"}") == 0);
+  CHECK(Metric(metrics, "walrelay_source_records_total{table=\"public.outbox\"}") == 0);
+  CHECK(Metric(metrics, "walrelay_records_acked_total{topic=\"walrelay-dlq\"}") == 0);
+  CHECK(relay->Running());
+}
+
 TEST_CASE("REST /config hides values from ${env:} and ${file:} and secret-named plugin keys") {
   RelayFixture fx;
   const std::string prefix_file = fx.pg().base_dir() + "/topic_prefix";
@@ -455,4 +470,12 @@ TEST_CASE("Prometheus text: HELP and TYPE per family, escaped label values") {
         "# HELP x_total Things.\n# TYPE x_total counter\n"
         "x_total{topic=\"a\\\"b\\\\c\\nd\"} 3\nx_total{topic=\"plain\"} 4\n"
         "# HELP y Why.\n# TYPE y gauge\ny 0.250\n");
+}
+
+TEST_CASE("Prometheus text: known label values without events are exported at 0") {
+  PrometheusText m;
+  m.PerLabel("f_total", "counter", "Fails.", "stage", {{"produce", 2}}, {"transform", "produce"});
+  CHECK(m.text() ==
+        "# HELP f_total Fails.\n# TYPE f_total counter\n"
+        "f_total{stage=\"produce\"} 2\nf_total{stage=\"transform\"} 0\n");
 }

@@ -139,6 +139,7 @@ TEST_CASE("regex include lists disable the server-side table filter but still fi
   CHECK(s->IncludesTable("public.outbox_orders"));
   CHECK(s->IncludesTable("audit.events"));
   CHECK_FALSE(s->IncludesTable("public.outbox"));
+  CHECK(s->PlainIncludedTables() == std::vector<std::string>{"audit.events"});
 }
 
 TEST_CASE("${file:...} reads a whole file and trims the trailing newline") {

@@ -5,6 +5,8 @@
 
 #include <charconv>
 
+#include "kafka/topic_name.h"
+
 namespace walrelay {
 namespace {
 
@@ -290,6 +292,13 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto context_headers = p.GetBool("errors.deadletterqueue.context.headers.enable", true);
   if (!context_headers.ok()) return context_headers.status();
   s.dead_letter_context_headers = *context_headers;
+  if (!s.dead_letter_topic.empty()) {
+    // Every failed record would otherwise fail a second time, at its dead letter, and stop
+    // the relay.
+    if (Status st = CheckTopicName(s.dead_letter_topic); !st.ok()) {
+      return Status::Config("'errors.deadletterqueue.topic.name': " + st.message());
+    }
+  }
   if (!s.dead_letter_topic.empty() && !s.errors_tolerance_all) {
     return Status::Config("'errors.deadletterqueue.topic.name' is set but 'errors.tolerance' is "
                           "'none'; set errors.tolerance=all to route failed records to it");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "config/connector_config.h"
+#include "kafka/topic_name.h"
 
 namespace walrelay {
 namespace {
@@ -252,6 +253,11 @@ KafkaProducer::~KafkaProducer() {
 }
 
 Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code) {
+  // librdkafka sends any name; refusing here fails the record the same way on every broker.
+  if (Status invalid = CheckTopicName(record.topic); !invalid.ok()) {
+    if (error_code) *error_code = RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
+    return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + invalid.message());
+  }
   std::unique_ptr<rd_kafka_headers_t, HeadersDeleter> headers;
   if (!record.headers.empty()) {
     headers.reset(rd_kafka_headers_new(record.headers.size()));

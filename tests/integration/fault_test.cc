@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -357,6 +358,49 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
   CHECK(HeaderValue(good[0], "id") == "00000000-0000-4000-8000-000000000004");
   CHECK(relay->Running());
   CHECK(fx.WaitConfirmed("dlq", end, std::chrono::seconds(20)) >= end);
+}
+
+// The mock cluster accepts any topic name, so a record refused here was refused by walrelay.
+TEST_CASE("a topic name Kafka forbids, errors.tolerance=none: the relay stops naming id, topic and LSN") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("badtopic", {}));
+  const Lsn before = fx.CurrentWal();
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+          "('00000000-0000-4000-8000-0000000000b1', 'Bad Name!', 'k1', 'T', '{}')");
+  auto code = relay->Wait(std::chrono::seconds(20));
+  REQUIRE_MESSAGE(code.ok(), "the relay kept running:\n" << Log(fx));
+  CHECK(*code == 5);
+  const std::string log = Log(fx);
+  CHECK_MESSAGE(log.find("Kafka refuses the topic name 'outbox.event.Bad Name!'") != std::string::npos, log);
+  CHECK(log.find("event id 00000000-0000-4000-8000-0000000000b1") != std::string::npos);
+  CHECK(std::regex_search(log, std::regex("at LSN [0-9A-F]+/[0-9A-F]+")));
+  CHECK(fx.ConfirmedFlush("badtopic") <= before);
+}
+
+TEST_CASE("a topic name Kafka forbids, errors.tolerance=all: the record goes to the dead-letter topic") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig(
+      "badtopicdlq", {{"errors.tolerance", "all"},
+                      {"errors.deadletterqueue.topic.name", "walrelay-dlq"}}));
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+          "('00000000-0000-4000-8000-0000000000b2', '" + std::string(250, 'L') + "', 'k2', 'T', "
+          "'{\"n\": 2}')");
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  const Lsn end = fx.CurrentWal();
+  auto dead = ReadAll(fx, {"walrelay-dlq"}, 1);
+  REQUIRE_MESSAGE(dead.size() == 1, Log(fx));
+  CHECK(HeaderValue(dead[0], "__walrelay.errors.event.id") == "00000000-0000-4000-8000-0000000000b2");
+  CHECK(HeaderValue(dead[0], "__connect.errors.stage") == "KAFKA_PRODUCE");
+  CHECK(HeaderValue(dead[0], "__connect.errors.exception.class.name") == "TOPIC_EXCEPTION");
+  CHECK(HeaderValue(dead[0], "__connect.errors.topic") == "outbox.event." + std::string(250, 'L'));
+  CHECK(HeaderValue(dead[0], "__connect.errors.exception.message").find("more than 249") !=
+        std::string::npos);
+  CHECK(dead[0].value.value_or("") == "{\"n\": 2}");
+  auto good = ReadAll(fx, {"outbox.event.Customer"}, 1);
+  REQUIRE(good.size() == 1);
+  CHECK(HeaderValue(good[0], "id") == "00000000-0000-4000-8000-000000000001");
+  CHECK(fx.WaitConfirmed("badtopicdlq", end, std::chrono::seconds(20)) >= end);
+  CHECK(relay->Running());
 }
 
 TEST_CASE("errors.tolerance=all without a dead-letter topic logs the row and skips it") {

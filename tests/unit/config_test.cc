@@ -283,3 +283,13 @@ TEST_CASE("values from ${env:} or ${file:} are remembered and hidden whatever th
   CHECK_FALSE(resolved);
   std::remove(path.c_str());
 }
+
+TEST_CASE("a dead-letter topic name Kafka forbids is refused when the config is read") {
+  auto s = Settings(Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead letters")"));
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == ErrorCode::kConfig);
+  CHECK_MESSAGE(s.status().message().find("'errors.deadletterqueue.topic.name': Kafka refuses the "
+                                          "topic name 'dead letters'") == 0,
+                s.status().message());
+  CHECK(Settings(Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead.letters")")).ok());
+}

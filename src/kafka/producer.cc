@@ -118,6 +118,32 @@ std::string DeliveryErrorText(rd_kafka_resp_err_t error) {
   }
 }
 
+bool IsRecordSpecificError(rd_kafka_resp_err_t error) {
+  switch (error) {
+    // This record's size: larger than the broker's or the topic's limit, or than the
+    // client's kafka.message.max.bytes. The next record may well fit.
+    case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    // This record's topic name, routed from the row's own values, is one Kafka forbids.
+    case RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION:
+    // The broker refused this record's contents or its timestamp.
+    case RD_KAFKA_RESP_ERR_INVALID_RECORD:
+    case RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP:
+    // The record outlived errors.retry.timeout: the operator set that bound so that a record
+    // Kafka keeps refusing is given up under errors.tolerance=all (the config refuses
+    // kafka.message.timeout.ms with errors.tolerance=all so that this happens only then).
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
+      return true;
+    // Everything else says nothing about the record itself: a fatal or state error stops the
+    // whole producer (__FATAL, __STATE, the idempotent producer's sequence errors); a missing
+    // or forbidden topic (UNKNOWN_TOPIC_OR_PART, __UNKNOWN_TOPIC, TOPIC_AUTHORIZATION_FAILED)
+    // refuses every later record for it too; a purge we did not ask for (__PURGE_QUEUE,
+    // __PURGE_INFLIGHT) follows a producer-wide failure. Codes not listed are unknown here,
+    // and an unknown cause must not let the slot move past the record.
+    default:
+      return false;
+  }
+}
+
 // Asks the brokers for one topic's metadata at a time, off the caller's thread, because
 // rd_kafka_metadata() blocks for a round trip (or its timeout while brokers are down).
 class KafkaProducer::MetadataPrefetcher {

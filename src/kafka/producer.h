@@ -110,4 +110,10 @@ std::string DescribeRecord(const Record& record);
 // or missing, too few in-sync replicas).
 std::string DeliveryErrorText(rd_kafka_resp_err_t error);
 
+// True when a delivery or produce error concerns only the one record it is reported for, so
+// errors.tolerance=all may dead-letter or skip that record and go on. False for everything
+// that says the producer, a broker or a whole topic cannot take records: skipping then would
+// skip, and confirm, every record after it.
+bool IsRecordSpecificError(rd_kafka_resp_err_t error);
+
 }  // namespace walrelay

@@ -467,24 +467,26 @@ Status Relay::Produce(Record& record, const std::string& table) {
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   Status st = producer_->Produce(record, ticket, &code);
   if (st.ok()) return st;
+  Status error =
+      st.WithContext("row of " + table + " at LSN " + record.source.lsn.ToString());
+  if (!IsRecordSpecificError(code)) return StopAt(ticket, std::move(error));
   FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(code), st.message(),
                          settings_.name, record.source.lsn, table};
-  return ApplyErrorPolicy(record, failure,
-                          st.WithContext("row of " + table + " at LSN " +
-                                         record.source.lsn.ToString()),
-                          ticket);
+  return ApplyErrorPolicy(record, failure, std::move(error), ticket);
+}
+
+Status Relay::StopAt(std::optional<uint64_t> ticket, Status error) {
+  if (ticket) {
+    tracker_.Fail(*ticket, error.message());
+    inflight_info_.erase(*ticket);
+  }
+  return error;
 }
 
 Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
                                std::optional<uint64_t> ticket) {
   ++counters_.failed[failure.stage == "TRANSFORMATION" ? "transform" : "produce"];
-  if (!settings_.errors_tolerance_all) {
-    if (ticket) {
-      tracker_.Fail(*ticket, error.message());
-      inflight_info_.erase(*ticket);
-    }
-    return error;
-  }
+  if (!settings_.errors_tolerance_all) return StopAt(ticket, std::move(error));
   if (settings_.dead_letter_topic.empty()) {
     // Kafka Connect's errors.tolerance=all without a dead-letter queue: log and skip.
     spdlog::warn("skipping {} (errors.tolerance=all, no dead-letter topic): {}",
@@ -524,48 +526,64 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
 
 void Relay::OnDelivery(const DeliveryReport& report) {
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    tracker_.Acknowledge(report.ticket);
-    if (auto info = inflight_info_.find(report.ticket); info != inflight_info_.end()) {
-      ++info->second.topic->second;
-      last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
-      inflight_info_.erase(info);
-    }
-    ConfirmWhenCaughtUp();
-  } else if (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
-             report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    OnAcknowledged(report.ticket);
+  } else if (IsShutdownPurge(report.error)) {
     tracker_.Fail(report.ticket, "purged at shutdown");
     inflight_info_.erase(report.ticket);
   } else {
-    const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
-    const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
-    const bool dead_letter_failed =
-        !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
-    Status error = Status::Kafka("Kafka did not accept " + reason);
-    Status outcome = error;
-    if (source && !dead_letter_failed) {
-      FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(report.error),
-                             DeliveryErrorText(report.error), settings_.name, source->lsn,
-                             source->table};
-      const Lsn lsn = source->lsn;
-      outcome = ApplyErrorPolicy(report.failed, failure, error, report.ticket);
-      if (!outcome.ok()) {
-        outcome = Status::Kafka("Kafka did not accept " + reason + "; the row is at LSN " +
-                                lsn.ToString() + "; the slot stays confirmed at " +
-                                tracker_.confirmable().ToString() +
-                                " so it is sent again after a restart");
-      }
-    } else {
-      ++counters_.failed["produce"];
-      tracker_.Fail(report.ticket, reason);
-    }
-    if (!tracker_.SourceOf(report.ticket)) inflight_info_.erase(report.ticket);
-    if (!outcome.ok()) Fail(outcome);
+    OnRefused(report);
   }
   if (stopping_) {
     if (tracker_.inflight_records() == 0) FinishShutdown();
   } else {
     SchedulePump();
   }
+}
+
+void Relay::OnAcknowledged(uint64_t ticket) {
+  tracker_.Acknowledge(ticket);
+  if (auto info = inflight_info_.find(ticket); info != inflight_info_.end()) {
+    ++info->second.topic->second;
+    last_acked_commit_ms_ = std::max(last_acked_commit_ms_, info->second.commit_time_ms);
+    inflight_info_.erase(info);
+  }
+  ConfirmWhenCaughtUp();
+}
+
+bool Relay::IsShutdownPurge(rd_kafka_resp_err_t error) const {
+  // Only FinishShutdown purges; a purge before it was librdkafka's own, after a failure of
+  // the whole producer, and is refused like any other producer-wide error.
+  return finished_ &&
+         (error == RD_KAFKA_RESP_ERR__PURGE_QUEUE || error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT);
+}
+
+void Relay::OnRefused(const DeliveryReport& report) {
+  const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
+  const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
+  const bool dead_letter_failed =
+      !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
+  Status outcome = Status::Kafka("Kafka did not accept " + reason);
+  if (source && !dead_letter_failed && IsRecordSpecificError(report.error)) {
+    FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(report.error),
+                           DeliveryErrorText(report.error), settings_.name, source->lsn,
+                           source->table};
+    const Lsn lsn = source->lsn;
+    outcome = ApplyErrorPolicy(report.failed, failure, outcome, report.ticket);
+    if (!outcome.ok()) outcome = StaysConfirmedBefore(lsn, "Kafka did not accept " + reason);
+  } else {
+    const std::optional<Lsn> lsn = source ? std::optional<Lsn>(source->lsn) : std::nullopt;
+    ++counters_.failed["produce"];
+    tracker_.Fail(report.ticket, reason);
+    if (lsn) outcome = StaysConfirmedBefore(*lsn, "Kafka did not accept " + reason);
+  }
+  if (!tracker_.SourceOf(report.ticket)) inflight_info_.erase(report.ticket);
+  if (!outcome.ok()) Fail(outcome);
+}
+
+Status Relay::StaysConfirmedBefore(Lsn row_lsn, const std::string& what) const {
+  return Status::Kafka(what + "; the row is at LSN " + row_lsn.ToString() +
+                       "; the slot stays confirmed at " + tracker_.confirmable().ToString() +
+                       " so it is sent again after a restart");
 }
 
 void Relay::OnProducerFailure(const Status& failure) {

@@ -114,10 +114,19 @@ class Relay {
   Status HandleMessage(std::string_view message);
   Status HandleChange(const RowChange& change);
   Status Produce(Record& record, const std::string& table);
-  // Applies errors.tolerance to a record that failed; OK if it was dead-lettered or skipped.
+  // Applies errors.tolerance to a record that failed on its own (IsRecordSpecificError, or a
+  // transform error); OK if it was dead-lettered or skipped.
   Status ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
                           std::optional<uint64_t> ticket);
+  // The record is never confirmed; returns `error` for the relay to stop with.
+  Status StopAt(std::optional<uint64_t> ticket, Status error);
   void OnDelivery(const DeliveryReport& report);
+  void OnAcknowledged(uint64_t ticket);
+  bool IsShutdownPurge(rd_kafka_resp_err_t error) const;
+  // Kafka refused a record: the error policy for a failure of that record alone, a stop
+  // without confirming it for anything wider.
+  void OnRefused(const DeliveryReport& report);
+  Status StaysConfirmedBefore(Lsn row_lsn, const std::string& what) const;
   // The producer as a whole was refused (login, TLS, fatal error): stop at once.
   void OnProducerFailure(const Status& failure);
   // Warns when the oldest record in flight has waited a whole progress interval.

@@ -417,6 +417,26 @@ TEST_CASE("errors.tolerance=all without a dead-letter topic logs the row and ski
   CHECK(log.find("00000000-0000-4000-8000-000000000001") != std::string::npos);
 }
 
+TEST_CASE("errors.tolerance=all skips only what fails on its own: a producer-wide refusal stops without confirming") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("wide", {{"errors.tolerance", "all"}}));
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  fx.WaitConfirmed("wide", fx.CurrentWal(), std::chrono::seconds(10));
+  const Lsn before = fx.ConfirmedFlush("wide");
+  // Not a fault of the record: every later record for the topic would be refused as well, so
+  // skipping it would skip, and confirm, all of them.
+  fx.kafka().PushProduceErrors(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+  fx.Exec("BEGIN;" + InsertEvent(2) + "COMMIT;");
+  auto code = relay->Wait(std::chrono::seconds(30));
+  REQUIRE_MESSAGE(code.ok(), Log(fx));
+  CHECK(*code == 5);
+  const std::string log = Log(fx);
+  CHECK(log.find("00000000-0000-4000-8000-000000000002") != std::string::npos);
+  CHECK(log.find("skipping") == std::string::npos);
+  CHECK(fx.ConfirmedFlush("wide") == before);
+}
+
 TEST_CASE("a non-JSON payload with table.expand.json.payload=true passes through, as in Debezium") {
   RelayFixture fx;
   fx.Exec("CREATE TABLE public.textbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, "

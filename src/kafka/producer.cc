@@ -327,8 +327,9 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
   }
 }
 
-void KafkaProducer::OnDelivery(rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
+void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
+  if (m->err) self->ReportFatalErrorFirst(rk);
   DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {},
                         {}};
   if (m->err) {
@@ -380,9 +381,21 @@ void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* o
     spdlog::error("kafka: ERROR {}: {}", rd_kafka_name(rk), text);
     return;
   }
-  if (!self->failure_.ok()) return;  // librdkafka repeats it on every reconnect attempt
-  self->failure_ = *failure;
-  if (self->on_failure_) self->on_failure_(self->failure_);
+  self->ReportFailure(*failure);
+}
+
+void KafkaProducer::ReportFailure(const Status& failure) {
+  if (!failure_.ok()) return;  // librdkafka repeats it on every reconnect attempt
+  failure_ = failure;
+  if (on_failure_) on_failure_(failure_);
+}
+
+void KafkaProducer::ReportFatalErrorFirst(rd_kafka_t* rk) {
+  // As librdkafka raises a fatal error it fails the records in flight with the broker's error
+  // and purges those queued; the relay must learn the real cause before their reports, or it
+  // would stop naming one refused record instead.
+  if (!failure_.ok() || rd_kafka_fatal_error(rk, nullptr, 0) == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  if (auto fatal = ClassifyProducerError(rk, RD_KAFKA_RESP_ERR__FATAL, "")) ReportFailure(*fatal);
 }
 
 int KafkaProducer::Poll() { return rd_kafka_poll(rk_.get(), 0); }

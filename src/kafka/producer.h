@@ -77,6 +77,11 @@ class KafkaProducer {
   rd_kafka_topic_t* TopicHandle(const std::string& name);
   static void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  // Sets failure() and calls the FailureHandler, once.
+  void ReportFailure(const Status& failure);
+  // A failed delivery report may be the first sign of a fatal error whose callback is not
+  // served yet: report the fatal error before it.
+  void ReportFatalErrorFirst(rd_kafka_t* rk);
 
   struct HandleDeleter {
     void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }

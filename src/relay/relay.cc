@@ -587,17 +587,22 @@ Status Relay::StaysConfirmedBefore(Lsn row_lsn, const std::string& what) const {
 }
 
 void Relay::OnProducerFailure(const Status& failure) {
+  // Recorded at once: the delivery reports served next in the same poll (records failed or
+  // purged because of this failure) must not replace it as the reason the relay stops.
+  RecordFailure(Status(failure.code(), failure.message() + SlotStaysConfirmed()));
   // Served inside librdkafka's poll: act from the loop, where stopping may poll again.
-  boost::asio::post(io_, [this, failure] {
-    const std::string confirmed =
-        tracker_initialised_ ? "; slot '" + settings_.slot_name + "' stays confirmed at LSN " +
-                                   tracker_.confirmable().ToString() + ", only what Kafka acknowledged"
-                             : "";
-    Fail(Status(failure.code(), failure.message() + confirmed));
+  boost::asio::post(io_, [this] {
+    BeginShutdown();
     // No record in flight can be acknowledged through a refused producer: waiting
     // shutdown.timeout.ms for them would only delay the exit.
     FinishShutdown();
   });
+}
+
+std::string Relay::SlotStaysConfirmed() const {
+  if (!tracker_initialised_) return "";
+  return "; slot '" + settings_.slot_name + "' stays confirmed at LSN " +
+         tracker_.confirmable().ToString() + ", only what Kafka acknowledged";
 }
 
 void Relay::SchedulePump() {
@@ -655,11 +660,14 @@ void Relay::RequestStop() {
 }
 
 void Relay::Fail(Status status) {
-  if (final_status_.ok()) {
-    spdlog::error("{}", status.ToString());
-    final_status_ = std::move(status);
-  }
+  RecordFailure(std::move(status));
   BeginShutdown();
+}
+
+void Relay::RecordFailure(Status status) {
+  if (!final_status_.ok()) return;  // the first failure is the cause; later ones follow from it
+  spdlog::error("{}", status.ToString());
+  final_status_ = std::move(status);
 }
 
 void Relay::BeginShutdown() {

@@ -135,6 +135,9 @@ class Relay {
   void ConfirmWhenCaughtUp();
   bool Backpressured() const;
   void Fail(Status status);
+  // Keeps the first failure as the relay's; logs it.
+  void RecordFailure(Status status);
+  std::string SlotStaysConfirmed() const;
   void BeginShutdown();
   void FinishShutdown();
   void CloseConnection();

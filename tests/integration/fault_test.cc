@@ -11,8 +11,14 @@
 #include <sstream>
 #include <tuple>
 
+#include <future>
+
+#include "config/connector_config.h"
+#include "config/relay_settings.h"
 #include "outbox_events.h"
+#include "relay/relay.h"
 #include "relay_fixture.h"
+#include "status/rest_api.h"
 
 using namespace walrelay;
 using namespace walrelay::testing;
@@ -280,6 +286,74 @@ TEST_CASE("errors.retry.timeout bounds how long a record is retried; then the re
   CHECK(*code == 5);
   CHECK(Log(fx).find("00000000-0000-4000-8000-000000000002") != std::string::npos);
   CHECK(fx.ConfirmedFlush("timeout") == before);
+}
+
+namespace {
+
+// librdkafka raises a fatal error when a broker answers an idempotent producer's batch with
+// OUT_OF_ORDER_SEQUENCE_NUMBER while earlier records of the partition were acknowledged.
+// Rows 1, 52 and 103 share topic and key, so they go to the same partition.
+void ProduceWithFatalError(RelayFixture& fx, const std::string& slot, Lsn* confirmed_before) {
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  fx.WaitConfirmed(slot, fx.CurrentWal(), std::chrono::seconds(10));
+  *confirmed_before = fx.ConfirmedFlush(slot);
+  fx.kafka().PushProduceErrors(1, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+  fx.Exec("BEGIN;" + InsertEvent(52) + InsertEvent(103) + "COMMIT;");
+}
+
+}  // namespace
+
+TEST_CASE("a librdkafka fatal error stops the relay with its reason and exit 5, whatever errors.tolerance says") {
+  std::string tolerance;
+  SUBCASE("errors.tolerance=none") { tolerance = "none"; }
+  SUBCASE("errors.tolerance=all") { tolerance = "all"; }
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("fatal", {{"errors.tolerance", tolerance}}));
+  Lsn before;
+  ProduceWithFatalError(fx, "fatal", &before);
+  auto code = relay->Wait(std::chrono::seconds(30));
+  REQUIRE_MESSAGE(code.ok(), Log(fx));
+  CHECK(*code == 5);
+  const std::string log = Log(fx);
+  CHECK_MESSAGE(log.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") != std::string::npos, log);
+  CHECK(log.find("stays confirmed at LSN " + before.ToString()) != std::string::npos);
+  CHECK(log.find("skipping") == std::string::npos);
+  CHECK(fx.ConfirmedFlush("fatal") == before);
+}
+
+TEST_CASE("a librdkafka fatal error: the REST API shows FAILED with the reason, /healthz 503") {
+  RelayFixture fx;
+  auto config = LoadConnectorConfig(fx.WriteConfig("fatalrest", {}));
+  REQUIRE(config.ok());
+  auto settings = ParseRelaySettings(*config);
+  REQUIRE(settings.ok());
+  // In this process: FAILED is only visible between the failure and the exit of `walrelay run`.
+  boost::asio::io_context io(1);
+  Relay relay(std::move(settings).value(), io);
+  RestApi api(relay, "127.0.0.1:0");
+  std::promise<Status> result;
+  auto finished = result.get_future();
+  std::thread loop([&] { result.set_value(relay.Run()); });
+  for (int i = 0; i < 200 && !relay.streaming(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  REQUIRE(relay.streaming());
+  Lsn before;
+  ProduceWithFatalError(fx, "fatalrest", &before);
+  const bool stopped = finished.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  if (!stopped) relay.RequestStop();
+  loop.join();
+  REQUIRE(stopped);
+  const Status status = finished.get();
+  CHECK(status.code() == ErrorCode::kKafka);
+  const HttpResponse connector = api.Handle({"GET", "/connectors/itest-fatalrest/status"});
+  CHECK(connector.status == 200);
+  CHECK_MESSAGE(connector.body.find("\"FAILED\"") != std::string::npos, connector.body);
+  CHECK(connector.body.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") != std::string::npos);
+  const HttpResponse health = api.Handle({"GET", "/healthz"});
+  CHECK(health.status == 503);
+  CHECK(health.body.find("librdkafka fatal error") != std::string::npos);
+  CHECK(fx.ConfirmedFlush("fatalrest") == before);
 }
 
 TEST_CASE("errors.tolerance=none: a bad row stops the relay naming the row and its LSN") {

@@ -688,6 +688,25 @@ void Relay::BeginShutdown() {
   });
 }
 
+void Relay::DropSlotOnStop() {
+  // The slot is the only copy of the rows whose records Kafka has not acknowledged: dropping it
+  // would lose them, where keeping it sends them again on the next start.
+  if (tracker_.inflight_records() > 0) {
+    spdlog::warn("slot.drop.on.stop: keeping replication slot '{}': {} records are still "
+                 "unacknowledged by Kafka after shutdown.timeout.ms={}; it stays confirmed at LSN "
+                 "{} so they are sent again on the next start (drop it by hand if they are not "
+                 "needed)",
+                 settings_.slot_name, tracker_.inflight_records(), settings_.shutdown_timeout_ms,
+                 tracker_.confirmable().ToString());
+    return;
+  }
+  if (Status st = conn_->DropSlot(settings_.slot_name); !st.ok()) {
+    spdlog::warn("slot.drop.on.stop: {}", st.message());
+  } else {
+    spdlog::info("dropped replication slot '{}' (slot.drop.on.stop=true)", settings_.slot_name);
+  }
+}
+
 void Relay::FinishShutdown() {
   if (finished_) return;
   finished_ = true;
@@ -695,13 +714,7 @@ void Relay::FinishShutdown() {
     SendStatus();
     if (conn_) {
       if (Status st = conn_->EndStreaming(); !st.ok()) spdlog::warn("{}", st.message());
-      if (final_status_.ok() && settings_.slot_drop_on_stop) {
-        if (Status st = conn_->DropSlot(settings_.slot_name); !st.ok()) {
-          spdlog::warn("slot.drop.on.stop: {}", st.message());
-        } else {
-          spdlog::info("dropped replication slot '{}' (slot.drop.on.stop=true)", settings_.slot_name);
-        }
-      }
+      if (final_status_.ok() && settings_.slot_drop_on_stop) DropSlotOnStop();
     }
   }
   if (tracker_initialised_) {

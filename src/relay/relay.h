@@ -140,6 +140,8 @@ class Relay {
   std::string SlotStaysConfirmed() const;
   void BeginShutdown();
   void FinishShutdown();
+  // slot.drop.on.stop, unless records are still unacknowledged.
+  void DropSlotOnStop();
   void CloseConnection();
   void SchedulePump();
 

@@ -259,6 +259,47 @@ TEST_CASE("SIGTERM with the broker gone exits in bounded time without confirming
   CHECK(fx.ConfirmedFlush("termdown") == before);
 }
 
+TEST_CASE("slot.drop.on.stop keeps the slot while records are unacknowledged") {
+  RelayFixture fx;
+  const std::string config =
+      fx.WriteConfig("dropkeep", {{"shutdown.timeout.ms", "2000"}, {"slot.drop.on.stop", "true"}});
+  auto relay = fx.StartRelay(config);
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  fx.WaitConfirmed("dropkeep", fx.CurrentWal(), std::chrono::seconds(10));
+  const Lsn before = fx.ConfirmedFlush("dropkeep");
+  const std::string slot_count =
+      "SELECT count(*)::text FROM pg_replication_slots WHERE slot_name = 'dropkeep'";
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  fx.Exec("BEGIN;" + InsertEvent(2) + InsertEvent(3) + "COMMIT;");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  auto code = relay->Wait(std::chrono::seconds(30));
+  REQUIRE(code.ok());
+  CHECK(*code == 0);
+  CHECK(fx.Value(slot_count) == "1");
+  CHECK(fx.ConfirmedFlush("dropkeep") == before);
+  const std::string log = Log(fx);
+  CHECK_MESSAGE(log.find("keeping replication slot 'dropkeep': 2 records are still unacknowledged") !=
+                    std::string::npos,
+                log);
+  CHECK(log.find("stays confirmed at LSN " + before.ToString()) != std::string::npos);
+
+  // Once everything is acknowledged the slot is dropped, as configured.
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  fx.WaitSlotFree("dropkeep");
+  auto again = fx.StartRelay(config);
+  auto seen = CheckRecords(ReadAll(fx, OutboxTopics(), 3));
+  CHECK(seen.count(2) == 1);
+  CHECK(seen.count(3) == 1);
+  fx.WaitConfirmed("dropkeep", fx.CurrentWal(), std::chrono::seconds(10));
+  REQUIRE(again->Kill(SIGTERM).ok());
+  code = again->Wait(std::chrono::seconds(30));
+  REQUIRE(code.ok());
+  CHECK(*code == 0);
+  CHECK(fx.Value(slot_count) == "0");
+}
+
 TEST_CASE("retriable produce errors are retried by the producer before any policy applies") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("retry", {}));

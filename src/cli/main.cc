@@ -7,9 +7,14 @@
 #include <boost/asio.hpp>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
+#include <thread>
 
 #include "cli/commands.h"
 #include "common/logging.h"
@@ -46,6 +51,90 @@ int ExitCodeFor(const Status& status) {
   return kExitInternal;
 }
 
+namespace {
+
+const char* SignalName(int signo) { return signo == SIGINT ? "SIGINT" : "SIGTERM"; }
+
+// Ends the process without the relay's own stop: no further status update, so the slot stays
+// where the last one put it and everything after it is sent again on the next start.
+[[noreturn]] void ExitAtOnce(int code) {
+  spdlog::default_logger()->flush();
+  std::_Exit(code);
+}
+
+// SIGTERM and SIGINT, taken by a thread of their own rather than on the relay's loop: steps of
+// the stop block the loop (ending the COPY stream waits for the server, dropping the slot or a
+// connection attempt for theirs), and a second signal, or a stop that overruns, must end the
+// process all the same. The first signal asks the relay to stop; the whole stop is bounded by
+// shutdown.timeout.ms plus kGrace (for the final status update and closing the connections);
+// a second signal, or that bound passing, exits at once with 128 + the signal number.
+class StopSignalWatcher {
+ public:
+  static constexpr std::chrono::seconds kGrace{5};
+
+  // Blocks the signals in this thread before any other thread starts, so that every thread
+  // inherits the mask and only sigtimedwait() below receives them.
+  StopSignalWatcher(Relay& relay, std::chrono::milliseconds shutdown_timeout)
+      : relay_(relay), shutdown_timeout_(shutdown_timeout) {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    thread_ = std::thread([this] { Watch(); });
+  }
+  ~StopSignalWatcher() { Finish(); }
+
+  // The relay has stopped on its own; the thread ends within one poll interval.
+  void Finish() {
+    finished_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kPoll{100};
+
+  // The next signal before `deadline`, or 0 when the deadline passed or the relay finished.
+  int WaitForSignal(std::chrono::steady_clock::time_point deadline) {
+    while (!finished_ && std::chrono::steady_clock::now() < deadline) {
+      const timespec poll{0, std::chrono::nanoseconds(kPoll).count()};
+      const int signo = sigtimedwait(&signals_, nullptr, &poll);
+      if (signo > 0) return signo;
+    }
+    return 0;
+  }
+
+  void Watch() {
+    const int first = WaitForSignal(std::chrono::steady_clock::time_point::max());
+    if (first == 0) return;
+    spdlog::info("received {}; stopping within shutdown.timeout.ms={} (a second SIGTERM or "
+                 "SIGINT exits at once)",
+                 SignalName(first), shutdown_timeout_.count());
+    relay_.RequestStop();
+    const int second = WaitForSignal(std::chrono::steady_clock::now() + shutdown_timeout_ + kGrace);
+    if (finished_) return;
+    if (second != 0) {
+      spdlog::warn("received {} again: exiting at once without waiting for Kafka or confirming "
+                   "anything more; slot '{}' stays confirmed at LSN {}",
+                   SignalName(second), relay_.settings().slot_name,
+                   relay_.confirmed_lsn().ToString());
+      ExitAtOnce(128 + second);
+    }
+    spdlog::error("the stop did not finish within shutdown.timeout.ms={} plus {} s; exiting "
+                  "without confirming anything more; slot '{}' stays confirmed at LSN {}",
+                  shutdown_timeout_.count(), kGrace.count(), relay_.settings().slot_name,
+                  relay_.confirmed_lsn().ToString());
+    ExitAtOnce(128 + first);
+  }
+
+  Relay& relay_;
+  const std::chrono::milliseconds shutdown_timeout_;
+  sigset_t signals_;
+  std::atomic<bool> finished_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
 int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   auto config = LoadConnectorConfig(config_path);
   if (!config.ok()) {
@@ -67,6 +156,7 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   }
   boost::asio::io_context io(1);
   Relay relay(std::move(settings).value(), io);
+  StopSignalWatcher watcher(relay, std::chrono::milliseconds(relay.settings().shutdown_timeout_ms));
   // The REST API shares the relay's loop, so its handlers read relay state without locks.
   std::unique_ptr<RestApi> api;
   auto server = HttpServer::Start(io, relay.settings().listener,
@@ -77,13 +167,8 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   }
   api = std::make_unique<RestApi>(relay, (*server)->HostPort());
   spdlog::info("REST API listening on http://{}", (*server)->HostPort());
-  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
-  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    spdlog::info("received {}", signo == SIGINT ? "SIGINT" : "SIGTERM");
-    relay.RequestStop();
-  });
   const Status status = relay.Run();
+  watcher.Finish();
   if (!status.ok()) return ExitCodeFor(status);
   return kExitOk;
 }

@@ -300,6 +300,57 @@ TEST_CASE("slot.drop.on.stop keeps the slot while records are unacknowledged") {
   CHECK(fx.Value(slot_count) == "0");
 }
 
+TEST_CASE("a second SIGTERM while the stop waits for Kafka exits at once without confirming") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("term2", {{"shutdown.timeout.ms", "120000"}}));
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  fx.WaitConfirmed("term2", fx.CurrentWal(), std::chrono::seconds(10));
+  const Lsn before = fx.ConfirmedFlush("term2");
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  fx.Exec("BEGIN;" + InsertEvent(2) + InsertEvent(3) + "COMMIT;");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "received SIGTERM", std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  REQUIRE(relay->Running());  // waiting up to shutdown.timeout.ms for Kafka
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  auto code = relay->Wait(std::chrono::seconds(30));
+  const auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE_MESSAGE(code.ok(), Log(fx));
+  CHECK(*code == 128 + SIGTERM);
+  CHECK(took < std::chrono::seconds(20));
+  CHECK(Log(fx).find("received SIGTERM again: exiting at once") != std::string::npos);
+  CHECK(fx.ConfirmedFlush("term2") == before);
+}
+
+TEST_CASE("the whole stop is bounded by shutdown.timeout.ms even when PostgreSQL stops answering") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("hang", {{"shutdown.timeout.ms", "2000"}}));
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(ReadAll(fx, {"outbox.event.Customer"}, 1).size() == 1);
+  fx.WaitConfirmed("hang", fx.CurrentWal(), std::chrono::seconds(10));
+  const Lsn before = fx.ConfirmedFlush("hang");
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  fx.Exec("BEGIN;" + InsertEvent(2) + "COMMIT;");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  // A walsender that no longer answers: ending the COPY stream then waits for it forever.
+  const pid_t walsender = std::stoi(
+      fx.Value("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = 'hang'"));
+  REQUIRE(kill(walsender, SIGSTOP) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  auto code = relay->Wait(std::chrono::seconds(40));
+  const auto took = std::chrono::steady_clock::now() - start;
+  kill(walsender, SIGCONT);
+  REQUIRE_MESSAGE(code.ok(), Log(fx));
+  CHECK(*code == 128 + SIGTERM);
+  CHECK(took < std::chrono::seconds(30));
+  CHECK(Log(fx).find("the stop did not finish within shutdown.timeout.ms=2000") != std::string::npos);
+  CHECK(fx.ConfirmedFlush("hang") == before);
+}
+
 TEST_CASE("retriable produce errors are retried by the producer before any policy applies") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("retry", {}));

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "relay_fixture.h"
+#include "rest_client.h"
 
 using namespace walrelay;
 using namespace walrelay::testing;
@@ -41,34 +42,6 @@ void CheckNoSecret(const std::string& what, const std::string& text) {
        {Shared().broker().security().sasl_password, std::string(kWrongPassword), std::string(kKeyPassword)}) {
     CHECK_MESSAGE(text.find(secret) == std::string::npos, what << " shows a secret:\n" << text);
   }
-}
-
-// One request over a fresh connection, read to EOF; the body, or "" without an answer.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string raw;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-    REQUIRE(write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size()));
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) raw.append(buf, n);
-  }
-  close(fd);
-  const auto body = raw.find("\r\n\r\n");
-  return body == std::string::npos ? "" : raw.substr(body + 4);
-}
-
-int RestPort(const RelayFixture& fx) {
-  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "REST API listening on", 10s));
-  std::smatch m;
-  const std::string log = Log(fx);
-  REQUIRE(std::regex_search(log, m, std::regex("REST API listening on http://127\\.0\\.0\\.1:(\\d+)")));
-  return std::stoi(m[1]);
 }
 
 std::map<std::string, std::string> SaslConfig(const std::string& password) {
@@ -119,13 +92,13 @@ void ExpectStreams(const std::string& slot, const std::map<std::string, std::str
   REQUIRE_MESSAGE(records->size() == 1, Log(fx));
   CHECK(records->front().key == std::optional<std::string>(slot + "-key"));
   const std::string name = "itest-" + slot;
-  const std::string status = HttpGet(port, "/connectors/" + name + "/status");
+  const std::string status = Http(port, "GET", "/connectors/" + name + "/status").body;
   CHECK_MESSAGE(status.find("\"RUNNING\"") != std::string::npos, status);
-  const std::string shown = HttpGet(port, "/connectors/" + name + "/config");
+  const std::string shown = Http(port, "GET", "/connectors/" + name + "/config").body;
   CHECK_MESSAGE(shown.find("kafka.ssl.ca.location") != std::string::npos, shown);
   CheckNoSecret("GET /status", status);
   CheckNoSecret("GET /config", shown);
-  CheckNoSecret("GET /connectors/" + name, HttpGet(port, "/connectors/" + name));
+  CheckNoSecret("GET /connectors/" + name, Http(port, "GET", "/connectors/" + name).body);
   REQUIRE(relay->Kill(SIGTERM).ok());
   auto code = relay->Wait(30s);
   REQUIRE(code.ok());

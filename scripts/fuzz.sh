@@ -33,11 +33,20 @@ export UBSAN_OPTIONS="print_stacktrace=1"
 
 # A sanitizer report without its stack is hard to read, a stack overflow's 200 repeated
 # frames impossible: keep the messages and the first frames of each stack.
+# Runs under `set -e -o pipefail`: a grep that matches nothing must not end the script before
+# the report is printed, hence the `|| true`s. When the filter leaves nothing (a fuzzer killed
+# from outside, say), the raw end of the log is shown instead.
 report() {
-  grep '^Running:' "$1" | tail -1 >&2  # the input, when replaying files
-  grep -v '^INFO\|^#[0-9]\|^Running:\|^Executed' "$1" |
+  { grep '^Running:' "$1" || true; } | tail -1 >&2  # the input, when replaying files
+  local messages
+  messages=$({ grep -v '^INFO\|^#[0-9]\|^Running:\|^Executed' "$1" || true; } |
     awk '/^ *#[0-9]+ 0x/ { if (++frames > 12) next; print; next } { frames = 0; print }' |
-    tail -60 >&2
+    tail -60)
+  if [ -n "$messages" ]; then
+    printf '%s\n' "$messages" >&2
+  else
+    tail -20 "$1" >&2
+  fi
 }
 
 status=0
@@ -72,7 +81,7 @@ for i in "${!targets[@]}"; do
     size=$(ls "$work/$name-corpus" | wc -l)
     echo "fuzz: $name: ${seconds}s, $execs inputs ($rate/s), corpus grew to $size, no report"
   else
-    echo "fuzz: $name FAILED; its log ends:" >&2
+    echo "fuzz: $name FAILED (exit $?); its log ends:" >&2
     report "$work/$name.log"
     echo "fuzz: inputs kept in $artifacts" >&2
     status=1

@@ -1,6 +1,7 @@
 // `walrelay validate`: the checks `run` does before streaming, reported line by line.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -47,7 +48,12 @@ int ValidateCommand(const std::string& config_path) {
     Line("replication role:", report.server.can_replicate ? "yes" : "no");
     Line("current WAL LSN:", report.server.current_wal.ToString());
   }
+  const std::vector<std::string> plain_tables = settings->PlainIncludedTables();
   for (const auto& t : settings->table_include) {
+    if (std::find(plain_tables.begin(), plain_tables.end(), t) == plain_tables.end()) {
+      Line("table:", t + " (a regex, matched against each row's table)");
+      continue;
+    }
     bool missing = false;
     for (const auto& m : report.missing_tables) missing |= m == t;
     Line("table:", t + (missing ? " (NOT FOUND)" : " (found)"));

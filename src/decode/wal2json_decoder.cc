@@ -62,6 +62,8 @@ class Wal2JsonDecoder::Parser
   ColumnArray columns, identity, pk;
   bool top_is_object = false;
   bool too_deep = false;
+  bool excluded = false;  // the filter refused the row's table; parsing stopped there
+  TableFilter table_filter;
   size_t pk_names() const { return pk_names_; }  // names written to primary_key
 
   // Recreated after a very large message, whose text would otherwise stay allocated in the
@@ -78,6 +80,7 @@ class Wal2JsonDecoder::Parser
     for (ColumnArray* a : {&columns, &identity, &pk}) *a = ColumnArray{};
     top_is_object = false;
     too_deep = false;
+    excluded = false;
     depth_ = 0;
     top_ = Top::kNone;
     entry_field_ = Entry::kNone;
@@ -208,6 +211,10 @@ class Wal2JsonDecoder::Parser
         s->type = type;
         s->boolean = boolean;
         s->text.assign(text);
+        if ((s == &schema || s == &table) && RefusedByFilter()) {
+          excluded = true;
+          return false;  // stops the reader: the rest of the row is never looked at
+        }
       } else if (ColumnArray* a = TopArray(); a && a->type == JsonType::kAbsent) {
         a->type = type;
       }
@@ -303,6 +310,13 @@ class Wal2JsonDecoder::Parser
     ++current_array_->count;
   }
 
+  // wal2json writes "schema" and "table" before the columns, so the filter can answer before
+  // any column is read.
+  bool RefusedByFilter() const {
+    return table_filter && schema.is_string() && table.is_string() &&
+           !table_filter(schema.view(), table.view());
+  }
+
   int depth_ = 0;
   Top top_ = Top::kNone;
   ColumnArray* current_array_ = nullptr;
@@ -320,6 +334,10 @@ Wal2JsonDecoder::Wal2JsonDecoder() : parser_(std::make_unique<Parser>()) {}
 Wal2JsonDecoder::~Wal2JsonDecoder() = default;
 Wal2JsonDecoder::Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept = default;
 Wal2JsonDecoder& Wal2JsonDecoder::operator=(Wal2JsonDecoder&&) noexcept = default;
+
+void Wal2JsonDecoder::SetTableFilter(TableFilter filter) {
+  parser_->table_filter = std::move(filter);
+}
 
 Result<int64_t> Wal2JsonDecoder::CommitTime(std::string_view text) {
   if (text == last_timestamp_text_) return last_timestamp_ms_;
@@ -369,6 +387,14 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   const rapidjson::ParseResult parsed =
       p.reader->Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(input, p);
   if (json.size() > Parser::kLargeMessage) p.reader.emplace();
+  if (p.excluded) {
+    out.kind = MessageKind::kExcludedChange;
+    out.change.schema.assign(p.schema.text);
+    out.change.table.assign(p.table.text);
+    auto lsn = p.lsn.is_string() ? Lsn::Parse(p.lsn.view()) : Result<Lsn>(data_start);
+    out.change.lsn = lsn.ok() ? *lsn : data_start;
+    return Status::Ok();
+  }
   if (p.too_deep) {
     return DecodeError(data_start, "JSON nested deeper than " + std::to_string(kMaxDepth) +
                                        " levels, which wal2json never produces");

@@ -4,8 +4,13 @@
 // include-lsn, include-pk and include-types (see pg/replication_connection). The decoder
 // reuses the storage of `out` between calls so a stream of rows does not allocate per column
 // once warm. Not thread-safe; one decoder per stream.
+//
+// A table filter, when set, is asked about each row's table as soon as its schema and table
+// are read; a row of a table it refuses comes out as kExcludedChange without its columns
+// being parsed or checked, so a row the relay would not relay anyway can never stop it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -16,7 +21,12 @@
 
 namespace walrelay {
 
-enum class MessageKind { kBegin, kChange, kCommit, kMessage };
+// kExcludedChange: a row of a table the filter refused; only change.schema, change.table and
+// change.lsn are set.
+enum class MessageKind { kBegin, kChange, kCommit, kMessage, kExcludedChange };
+
+// True when rows of schema.table are wanted.
+using TableFilter = std::function<bool(std::string_view schema, std::string_view table)>;
 
 struct DecodedMessage {
   MessageKind kind = MessageKind::kBegin;
@@ -36,6 +46,7 @@ class Wal2JsonDecoder {
   // `data_start` is the XLogData dataStart of the CopyData message carrying `json`; it names
   // the position in errors and is the confirmable position for a commit.
   Status Decode(std::string_view json, Lsn data_start, DecodedMessage& out);
+  void SetTableFilter(TableFilter filter);
 
  private:
   class Parser;  // streaming (SAX) parse state, reused between messages

@@ -7,7 +7,8 @@ Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
   auto server = conn.InspectServer();
   if (!server.ok()) return server.status();
   report.server = *server;
-  auto missing = conn.MissingTables(settings.table_include);
+  // Only plain names: a regex entry names no table, and may match none until one is created.
+  auto missing = conn.MissingTables(settings.PlainIncludedTables());
   if (!missing.ok()) return missing.status();
   report.missing_tables = *missing;
   auto slot = conn.InspectSlot(settings.slot_name);

@@ -48,6 +48,11 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
+  // With a regex table.include.list wal2json streams every table: rows of the others are
+  // skipped before their columns are decoded, so they cannot fail the relay.
+  decoder_.SetTableFilter([this](std::string_view schema, std::string_view table) {
+    return LookupTable(schema, table).included;
+  });
 }
 
 Relay::~Relay() = default;
@@ -400,18 +405,19 @@ Status Relay::HandleMessage(std::string_view message) {
       return Status::Ok();
     case MessageKind::kChange:
       return HandleChange(message_.change);
+    case MessageKind::kExcludedChange:
+      return Status::Ok();
   }
   return Status::Ok();
 }
 
-const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
+const Relay::SourceTable& Relay::LookupTable(std::string_view schema, std::string_view table) {
   // Rows of one table usually arrive together: try the previous table first.
   // Compares "schema.table" without building it for every row.
-  auto matches = [&change](const SourceTable& t) {
+  auto matches = [schema, table](const SourceTable& t) {
     const std::string_view q = t.qualified;
-    return q.size() == change.schema.size() + 1 + change.table.size() &&
-           q.starts_with(change.schema) && q[change.schema.size()] == '.' &&
-           q.ends_with(change.table);
+    return q.size() == schema.size() + 1 + table.size() && q.starts_with(schema) &&
+           q[schema.size()] == '.' && q.ends_with(table);
   };
   if (last_table_ < tables_.size() && matches(tables_[last_table_])) return tables_[last_table_];
   for (size_t i = 0; i < tables_.size(); ++i) {
@@ -420,7 +426,7 @@ const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
       return tables_[i];
     }
   }
-  SourceTable t{change.QualifiedTable(), false, nullptr};
+  SourceTable t{std::string(schema) + "." + std::string(table), false, nullptr};
   t.included = settings_.IncludesTable(t.qualified);
   if (t.included) t.read_counter = &counters_.source_records[t.qualified];
   tables_.push_back(std::move(t));
@@ -429,7 +435,7 @@ const Relay::SourceTable& Relay::LookupTable(const RowChange& change) {
 }
 
 Status Relay::HandleChange(const RowChange& change) {
-  const SourceTable& source = LookupTable(change);
+  const SourceTable& source = LookupTable(change.schema, change.table);
   if (!source.included) return Status::Ok();
   ++*source.read_counter;
   const std::string& table = source.qualified;

@@ -196,7 +196,7 @@ class Relay {
     bool included = false;
     uint64_t* read_counter = nullptr;  // in counters_.source_records, when included
   };
-  const SourceTable& LookupTable(const RowChange& change);
+  const SourceTable& LookupTable(std::string_view schema, std::string_view table);
   std::vector<SourceTable> tables_;
   size_t last_table_ = 0;
   std::unordered_map<uint64_t, InflightInfo> inflight_info_;

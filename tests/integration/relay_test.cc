@@ -175,6 +175,31 @@ TEST_CASE("an idle outbox does not pin WAL while another table writes 20 MB") {
   CHECK(fx.WaitConfirmed("idle", after_switch, std::chrono::seconds(30)) >= after_switch);
 }
 
+TEST_CASE("a regex table.include.list relays the tables it matches and skips the rest") {
+  // wal2json streams every table when the list holds a regex; rows of `unrelated` (which the
+  // router could not route) must be skipped, not fail the relay.
+  RelayFixture fx;
+  auto relay =
+      // JSON-escaped: the config holds public\.out.*
+      fx.StartRelay(fx.WriteConfig("regex", {{"table.include.list", "public\\\\.out.*"}}));
+  std::string sql;
+  for (int s = 1; s <= 30; ++s) {
+    sql += "BEGIN;" + InsertEvent(s) +
+           "INSERT INTO unrelated (filler) VALUES ('between'); COMMIT;";
+  }
+  fx.Exec(sql);
+  const Lsn end = fx.CurrentWal();
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast(OutboxTopics(), 30, std::chrono::seconds(30));
+  REQUIRE(records.ok());
+  const std::string log = devtools::ReadFile(fx.log_path());
+  INFO("relay log:\n" << log);
+  CHECK(records->size() == 30);
+  CHECK(fx.WaitConfirmed("regex", end, std::chrono::seconds(20)) >= end);
+  CHECK(relay->Running());
+  CHECK(log.find("filtered by regex") != std::string::npos);
+}
+
 TEST_CASE("without transforms each change is a Debezium change event keyed by primary key") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("plain", {}, /*with_router=*/false));
@@ -210,6 +235,14 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
       {"validate", "--config", fx.WriteConfig("checked", {{"table.include.list", "public.nope"}})});
   CHECK(bad_code == 12);
   CHECK(bad_out.find("table public.nope") != std::string::npos);
+
+  // A regex entry names no table: it is not looked up, and said to be a regex.
+  auto [regex_code, regex_out] = fx.RunCommand(
+      {"validate", "--config",
+       fx.WriteConfig("checked", {{"table.include.list", "public.outbox,inventory\\\\..*"}})});
+  CHECK_MESSAGE(regex_code == 0, regex_out);
+  CHECK(regex_out.find("public.outbox (found)") != std::string::npos);
+  CHECK(regex_out.find("inventory\\..* (a regex") != std::string::npos);
 
   auto [cfg_code, cfg_out] = fx.RunCommand(
       {"validate", "--config", fx.WriteConfig("checked", {{"database.port", "not-a-port"}})});

@@ -146,3 +146,51 @@ TEST_CASE("malformed messages are errors that name the LSN") {
     CHECK_MESSAGE(st.message().find("0/1234ABCD") != std::string::npos, st.message());
   }
 }
+
+TEST_CASE("a row of a table the filter refuses is skipped before its columns are decoded") {
+  Wal2JsonDecoder decoder;
+  std::vector<std::string> asked;
+  decoder.SetTableFilter([&asked](std::string_view schema, std::string_view table) {
+    asked.push_back(std::string(schema) + "." + std::string(table));
+    return schema == "public" && table == "outbox";
+  });
+  DecodedMessage msg;
+  const Lsn at(0x2000);
+  // Columns the decoder refuses (a column without a name, an object value, broken JSON after
+  // the table): an error for a wanted table, nothing for another.
+  const char* bad_rows[] = {
+      R"({"action":"I","lsn":"0/1F00","schema":"S","table":"T","columns":[{"type":"int"}]})",
+      R"({"action":"U","lsn":"0/1F00","schema":"S","table":"T","columns":[{"name":"a","value":{}}]})",
+      R"({"action":"I","lsn":"0/1F00","schema":"S","table":"T","columns":[{"name":"a",)",
+  };
+  auto of_table = [](std::string row, const std::string& schema, const std::string& table) {
+    row.replace(row.find("\"S\""), 3, "\"" + schema + "\"");
+    row.replace(row.find("\"T\""), 3, "\"" + table + "\"");
+    return row;
+  };
+  for (const char* row : bad_rows) {
+    const std::string excluded = of_table(row, "audit", "log");
+    REQUIRE_MESSAGE(decoder.Decode(excluded, at, msg).ok(), excluded);
+    CHECK(msg.kind == MessageKind::kExcludedChange);
+    CHECK(msg.change.schema == "audit");
+    CHECK(msg.change.table == "log");
+    CHECK(msg.change.lsn == Lsn(0x1F00));
+    CHECK(asked.back() == "audit.log");
+
+    const std::string wanted = of_table(row, "public", "outbox");
+    Status st = decoder.Decode(wanted, at, msg);
+    CHECK_MESSAGE(!st.ok(), wanted);
+    CHECK(st.message().find("0/2000") != std::string::npos);
+  }
+  // A good row of the wanted table still decodes whole, also right after a skipped one.
+  REQUIRE(decoder.Decode(R"({"action":"I","lsn":"0/1F00","schema":"public","table":"outbox",)"
+                         R"("columns":[{"name":"id","type":"integer","value":7}]})",
+                         at, msg)
+              .ok());
+  REQUIRE(msg.kind == MessageKind::kChange);
+  REQUIRE(msg.change.columns.size() == 1);
+  CHECK(msg.change.columns[0].text == "7");
+  // Transaction boundaries carry no table and are never filtered.
+  REQUIRE(decoder.Decode(R"({"action":"C","nextlsn":"0/2100"})", at, msg).ok());
+  CHECK(msg.kind == MessageKind::kCommit);
+}

@@ -84,6 +84,12 @@ for i in "${!targets[@]}"; do
     echo "fuzz: $name FAILED (exit $?); its log ends:" >&2
     report "$work/$name.log"
     echo "fuzz: inputs kept in $artifacts" >&2
+    # A CI log is all there is of a clean-clone run: show the inputs themselves too.
+    for input in "$artifacts/$name"-*; do
+      [ -f "$input" ] || continue
+      echo "fuzz: $input ($(stat -c %s "$input") bytes), base64:" >&2
+      head -c 4096 "$input" | base64 -w 120 >&2
+    done
     status=1
   fi
 done

@@ -1,12 +1,14 @@
 #include "config/relay_settings.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <fstream>
 
 #include "kafka/topic_name.h"
 
@@ -106,12 +108,19 @@ Status ParseHttpsFiles(const Properties& p, const std::set<std::string>& provide
                                              : "the certificate's private key, unencrypted") +
                             ")");
     }
-    std::ifstream file(*out);
-    if (!file) {
-      // A path that came through ${env:} or ${file:} is not repeated.
-      const std::string shown = provider_keys.count(key) ? "the file it names" : "'" + *out + "'";
+    // A path that came through ${env:} or ${file:} is not repeated.
+    const std::string shown = provider_keys.count(key) ? "the file it names" : "'" + *out + "'";
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    const int fd = open(out->c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
       return Status::Config("'" + std::string(key) + "': cannot read " + shown + ": " +
                             std::strerror(errno));
+    }
+    struct stat st{};
+    const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    if (!regular) {
+      return Status::Config("'" + std::string(key) + "': " + shown + " is not a regular file");
     }
   }
   return Status::Ok();

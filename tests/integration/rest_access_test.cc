@@ -308,6 +308,8 @@ TEST_CASE("https listener: serves the API over TLS with its certificate and refu
             "'listeners' is https://... but 'listeners.https.ssl.certificate.location' is not set"},
            {{{"listeners.https.ssl.key.location", dir + "/missing.key"}},
             "'listeners.https.ssl.key.location': cannot read '" + dir + "/missing.key'"},
+           {{{"listeners.https.ssl.certificate.location", dir}},
+            "'listeners.https.ssl.certificate.location': '" + dir + "' is not a regular file"},
            {{{"listeners.https.ssl.certificate.location", garbage}},
             "'listeners.https.ssl.certificate.location': cannot load a PEM certificate chain"},
            {{{"listeners.https.ssl.key.location", garbage}},

@@ -133,7 +133,8 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   auto relay = fx.StartRelay(fx.WriteConfig(
       "restauth", {{"rest.auth.token", "${file:" + token_file + "}"},
                    {"rest.auth.basic.username", kBasicUser},
-                   {"rest.auth.basic.password", kBasicPassword}}));
+                   {"rest.auth.basic.password", kBasicPassword},
+                   {"rest.allowed.hosts", "relay.internal"}}));
   const int port = RestPort(fx);
   const std::string base = "/connectors/itest-restauth";
   std::string bodies;
@@ -223,7 +224,8 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   CHECK(r.status == 403);
   CHECK(Refused(port, "host") == 6);
   for (const std::string& host : std::vector<std::string>{"localhost", "LocalHost:" + port_text, "127.0.0.1",
-                                 "127.0.0.1:" + port_text, "[::1]", "[::1]:" + port_text}) {
+                                 "127.0.0.1:" + port_text, "[::1]", "[::1]:" + port_text,
+                                 "Relay.Internal:" + port_text}) {
     CHECK_MESSAGE(call("GET", base + "/status", {"Host: " + host}).status == 200, host);
   }
   CHECK(call("GET", base + "/status").body.find("\"connector\":{\"state\":\"RUNNING\"") !=

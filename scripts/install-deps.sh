@@ -9,6 +9,7 @@ packages=(
   postgresql-15 postgresql-15-wal2json
   kcat
   libhiredis-dev redis-server    # the idempotent consumer's Redis store and its tests
+  libssl-dev                     # the REST API's https listener
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
   openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests

@@ -165,8 +165,12 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
     spdlog::error("{}", server.status().ToString());
     return ExitCodeFor(server.status());
   }
-  api = std::make_unique<RestApi>(relay, (*server)->HostPort());
-  spdlog::info("REST API listening on http://{}", (*server)->HostPort());
+  api = std::make_unique<RestApi>(relay, (*server)->HostPort(), server->get());
+  spdlog::info("REST API listening on {}://{}", relay.settings().listener.scheme(),
+               (*server)->HostPort());
+  if (const std::string warning = api->access().StartupWarning(); !warning.empty()) {
+    spdlog::warn("{}", warning);
+  }
   const Status status = relay.Run();
   watcher.Finish();
   if (!status.ok()) return ExitCodeFor(status);

@@ -1,9 +1,14 @@
 #include "config/relay_settings.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
 
 #include "kafka/topic_name.h"
 
@@ -30,26 +35,30 @@ bool IsPlainTableName(const std::string& s) {
 }
 
 Result<ListenerAddress> ParseListener(const std::string& key, const std::string& value) {
-  const std::string scheme = "http://";
-  if (value.rfind(scheme, 0) != 0) {
-    return Status::Config("'" + key + "' must be http://host:port (walrelay serves plain HTTP " +
-                          "only; put TLS in a proxy in front of it), got '" + value + "'");
+  ListenerAddress address;
+  std::string scheme;
+  for (const char* candidate : {"http://", "https://"}) {
+    if (value.rfind(candidate, 0) == 0) scheme = candidate;
   }
+  if (scheme.empty()) {
+    return Status::Config("'" + key + "' must be http://host:port or https://host:port, got '" +
+                          value + "'");
+  }
+  address.https = scheme == "https://";
   std::string rest = value.substr(scheme.size());
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  ListenerAddress address;
   std::string port_text;
   if (!rest.empty() && rest.front() == '[') {
     const auto close = rest.find(']');
     if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') {
-      return Status::Config("'" + key + "' must be http://host:port, got '" + value + "'");
+      return Status::Config("'" + key + "' must be " + scheme + "host:port, got '" + value + "'");
     }
     address.host = rest.substr(1, close - 1);
     port_text = rest.substr(close + 2);
   } else {
     const auto colon = rest.rfind(':');
     if (colon == std::string::npos) {
-      return Status::Config("'" + key + "' must be http://host:port, got '" + value + "'");
+      return Status::Config("'" + key + "' must be " + scheme + "host:port, got '" + value + "'");
     }
     address.host = rest.substr(0, colon);
     port_text = rest.substr(colon + 1);
@@ -71,6 +80,88 @@ Result<ListenerAddress> ParseListener(const std::string& key, const std::string&
                           address.host + "'");
   }
   return address;
+}
+
+// The PEM files of an https listener: both required, both readable now, so `validate` and a
+// start report a wrong path before anything else (their contents are checked when the server
+// loads them).
+Status ParseHttpsFiles(const Properties& p, const std::set<std::string>& provider_keys,
+                       ListenerAddress& listener) {
+  constexpr const char* kCertKey = "listeners.https.ssl.certificate.location";
+  constexpr const char* kKeyKey = "listeners.https.ssl.key.location";
+  if (!listener.https) {
+    for (const char* key : {kCertKey, kKeyKey}) {
+      if (p.Has(key)) {
+        return Status::Config("'" + std::string(key) + "' is set but 'listeners' is http://...; " +
+                              "use an https:// listener or remove the key");
+      }
+    }
+    return Status::Ok();
+  }
+  for (auto [key, out] : {std::pair{kCertKey, &listener.certificate_path},
+                          std::pair{kKeyKey, &listener.key_path}}) {
+    *out = Trim(p.GetString(key, ""));
+    if (out->empty()) {
+      return Status::Config("'listeners' is https://... but '" + std::string(key) +
+                            "' is not set; it must name a PEM file (" +
+                            (key == kCertKey ? "the server certificate, then any intermediates"
+                                             : "the certificate's private key, unencrypted") +
+                            ")");
+    }
+    // A path that came through ${env:} or ${file:} is not repeated.
+    const std::string shown = provider_keys.count(key) ? "the file it names" : "'" + *out + "'";
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    const int fd = open(out->c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      return Status::Config("'" + std::string(key) + "': cannot read " + shown + ": " +
+                            std::strerror(errno));
+    }
+    struct stat st{};
+    const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    close(fd);
+    if (!regular) {
+      return Status::Config("'" + std::string(key) + "': " + shown + " is not a regular file");
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseRestAuth(const Properties& p, RestAuthSettings& auth) {
+  constexpr const char* kToken = "rest.auth.token";
+  constexpr const char* kUser = "rest.auth.basic.username";
+  constexpr const char* kPassword = "rest.auth.basic.password";
+  // A key that is present but empty (an empty secret file, an unset variable) would otherwise
+  // leave the endpoints open without anyone noticing. Errors never show the values.
+  for (const char* key : {kToken, kUser, kPassword}) {
+    if (auto v = p.Get(key); v && v->empty()) {
+      return Status::Config("'" + std::string(key) + "' is empty; set a value or remove the key");
+    }
+  }
+  auth.token = p.GetString(kToken, "");
+  auth.basic_username = p.GetString(kUser, "");
+  auth.basic_password = p.GetString(kPassword, "");
+  for (char c : auth.token) {
+    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+      return Status::Config("'" + std::string(kToken) +
+                            "' contains whitespace or a control character; a bearer token cannot");
+    }
+  }
+  if (auth.basic_username.empty() != auth.basic_password.empty()) {
+    return Status::Config(std::string("'") + (auth.basic_username.empty() ? kUser : kPassword) +
+                          "' is missing; basic auth needs both '" + kUser + "' and '" +
+                          kPassword + "'");
+  }
+  if (auth.basic_username.find(':') != std::string::npos) {
+    return Status::Config("'" + std::string(kUser) + "' contains ':', which basic auth cannot carry");
+  }
+  for (const std::string& host : p.GetList("rest.allowed.hosts", {})) {
+    if (host.find_first_of(":/[] ") != std::string::npos) {
+      return Status::Config("'rest.allowed.hosts' entry '" + host +
+                            "' must be a host name without port or scheme");
+    }
+    auth.allowed_hosts.push_back(ToLower(host));
+  }
+  return Status::Ok();
 }
 
 // A slot position is confirmed once Kafka acknowledged every record up to it, so each
@@ -120,6 +211,13 @@ bool IsAcceptedWithoutEffect(const std::string& key) {
   return false;
 }
 
+bool ListenerAddress::IsLoopback() const {
+  in_addr v4;
+  if (inet_pton(AF_INET, host.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
 bool RelaySettings::IncludesTable(const std::string& qualified_table) const {
   for (const auto& re : table_include_regex)
     if (std::regex_match(qualified_table, re)) return true;
@@ -157,6 +255,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto listener = ParseListener("listeners", listeners);
   if (!listener.ok()) return listener.status();
   s.listener = *listener;
+  if (Status st = ParseHttpsFiles(p, config.provider_keys, s.listener); !st.ok()) return st;
+  if (Status st = ParseRestAuth(p, s.rest_auth); !st.ok()) return st;
   if (p.Get("log.level")) {
     auto checked = p.GetEnum("log.level", "info", {"trace", "debug", "info", "warn", "error", "off"});
     if (!checked.ok()) return checked.status();

@@ -15,10 +15,31 @@
 
 namespace walrelay {
 
-// Where the REST API listens: `listeners`, http://host:port as in Kafka Connect.
+// Where the REST API listens: `listeners`, http://host:port or https://host:port as in Kafka
+// Connect, and for https the PEM files of `listeners.https.ssl.*`.
 struct ListenerAddress {
   std::string host = "127.0.0.1";  // an IP address; loopback unless configured otherwise
   uint16_t port = 8083;             // 0 = any free port (the log says which)
+  bool https = false;
+  std::string certificate_path;  // listeners.https.ssl.certificate.location (chain, leaf first)
+  std::string key_path;          // listeners.https.ssl.key.location (unencrypted)
+
+  const char* scheme() const { return https ? "https" : "http"; }
+  // 127.0.0.0/8 or ::1: only processes of this host can connect.
+  bool IsLoopback() const;
+};
+
+// Who may use the REST API's endpoints that change the relay (pause, resume, restart); see
+// status/rest_access.h. Values often come through ${file:...}; they are never logged.
+struct RestAuthSettings {
+  std::string token;           // rest.auth.token: "Authorization: Bearer <token>"; "" = none
+  std::string basic_username;  // rest.auth.basic.username; "" = no basic auth
+  std::string basic_password;  // rest.auth.basic.password
+  // rest.allowed.hosts: Host header names a loopback listener accepts besides localhost,
+  // 127.0.0.1 and [::1] (lower case, without port).
+  std::vector<std::string> allowed_hosts;
+
+  bool HasCredentials() const { return !token.empty() || !basic_username.empty(); }
 };
 
 // Bytes of key + value + topic in flight to Kafka, at most, unless max.queue.size.in.bytes
@@ -29,6 +50,7 @@ inline constexpr int64_t kDefaultMaxQueueBytes = 256 * 1024;
 struct RelaySettings {
   std::string name;
   ListenerAddress listener;
+  RestAuthSettings rest_auth;
   std::string log_level;                 // log.level; "" = unset (--log-level or info)
   std::string log_format = "text";       // log.format: text or json
   int64_t progress_interval_ms = 60000;  // log.progress.interval.ms; 0 = no progress lines

@@ -5,15 +5,32 @@
 // or change relay state without locks; they must be quick and never block. Requests carry no
 // body that matters (bodies over 64 KiB are refused); connections are kept alive as the client
 // asks and closed after 30 s of silence.
+//
+// An https listener serves TLS 1.2 or later with the PEM certificate chain and key it names;
+// a client that does not complete the handshake (plain HTTP, say) gets no answer.
+//
+// A failing accept() (out of file descriptors: EMFILE, ENFILE; out of memory: ENOBUFS,
+// ENOMEM) leaves the connection in the listen queue, so accepting again at once would fail at
+// once, forever, at full CPU. The server instead logs (at most every 10 s, with a count) and
+// retries after 100 ms; connections already open are served meanwhile, and the queued ones
+// once descriptors are free again.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+#include <vector>
 // clang-format off
 #include <boost/asio.hpp>
 // clang-format on
+
+namespace boost::asio::ssl {
+class context;
+}
 
 #include "common/status.h"
 #include "config/relay_settings.h"
@@ -23,19 +40,23 @@ namespace walrelay {
 struct HttpRequest {
   std::string method;  // "GET", "PUT", ...
   std::string path;    // target without the query string
+  std::optional<std::string> host = std::nullopt;  // the Host header, if any
+  std::string authorization = {};                  // the Authorization header; "" if none
 };
 
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers = {};  // e.g. WWW-Authenticate
 };
 
 class HttpServer {
  public:
   using Handler = std::function<HttpResponse(const HttpRequest&)>;
 
-  // Binds and listens; the port actually bound is port().
+  // Loads the certificate and key of an https listener, binds and listens; the port actually
+  // bound is port(). Errors name the config key.
   static Result<std::unique_ptr<HttpServer>> Start(boost::asio::io_context& io,
                                                    const ListenerAddress& address, Handler handler);
   ~HttpServer();
@@ -43,14 +64,24 @@ class HttpServer {
   uint16_t port() const { return port_; }
   // "host:port" as bound, IPv6 hosts in brackets.
   std::string HostPort() const;
+  // accept() calls that failed since the start; read from any thread.
+  uint64_t accept_errors() const { return accept_errors_.load(std::memory_order_relaxed); }
+
+  static constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 
  private:
   HttpServer(boost::asio::io_context& io, Handler handler);
   void Accept();
+  void RetryAcceptLater(const boost::system::error_code& error);
 
   boost::asio::ip::tcp::acceptor acceptor_;
-  std::shared_ptr<Handler> handler_;  // shared with live sessions
+  boost::asio::steady_timer accept_retry_;
+  std::shared_ptr<Handler> handler_;               // shared with live sessions
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // null for http; shared with live sessions
   uint16_t port_ = 0;
+  std::atomic<uint64_t> accept_errors_{0};
+  uint64_t accept_errors_unreported_ = 0;
+  std::chrono::steady_clock::time_point next_accept_warning_{};
 };
 
 }  // namespace walrelay

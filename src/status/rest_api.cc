@@ -17,15 +17,7 @@ HttpResponse Json(int status, const rapidjson::StringBuffer& buffer) {
 }
 
 HttpResponse Error(int status, const std::string& message) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  w.Key("error_code");
-  w.Int(status);
-  w.Key("message");
-  w.String(message);
-  w.EndObject();
-  return Json(status, buffer);
+  return KafkaConnectError(status, message);
 }
 
 std::string PercentDecode(const std::string& in) {
@@ -88,8 +80,11 @@ void WriteTaskStatus(JsonWriter& w, const std::string& state, const std::string&
 
 }  // namespace
 
-RestApi::RestApi(Relay& relay, std::string worker_id)
-    : relay_(relay), worker_id_(std::move(worker_id)) {}
+RestApi::RestApi(Relay& relay, std::string worker_id, const HttpServer* server)
+    : relay_(relay),
+      server_(server),
+      worker_id_(std::move(worker_id)),
+      access_(relay.settings().rest_auth, relay.settings().listener) {}
 
 std::string RestApi::State() const {
   if (!relay_.failure().ok()) return "FAILED";
@@ -99,6 +94,7 @@ std::string RestApi::State() const {
 }
 
 HttpResponse RestApi::Handle(const HttpRequest& request) {
+  if (auto refusal = access_.CheckRequest(request)) return *refusal;
   const std::vector<std::string> path = Segments(request.path);
   const std::string& method = request.method;
   const std::string& name = relay_.settings().name;
@@ -133,16 +129,19 @@ HttpResponse RestApi::Handle(const HttpRequest& request) {
   if (rest == V{"tasks", "0", "status"}) return allow("GET") ? TaskStatus() : not_allowed();
   if (rest == V{"pause"}) {
     if (!allow("PUT")) return not_allowed();
+    if (auto refusal = access_.CheckChange(request)) return *refusal;
     relay_.Pause();
     return {202, "application/json", ""};
   }
   if (rest == V{"resume"}) {
     if (!allow("PUT")) return not_allowed();
+    if (auto refusal = access_.CheckChange(request)) return *refusal;
     relay_.Resume();
     return {202, "application/json", ""};
   }
   if (rest == V{"restart"} || rest == V{"tasks", "0", "restart"}) {
     if (!allow("POST")) return not_allowed();
+    if (auto refusal = access_.CheckChange(request)) return *refusal;
     if (!relay_.Restart()) return Error(409, "Connector " + name + " is stopping");
     return {204, "application/json", ""};
   }
@@ -307,6 +306,14 @@ HttpResponse RestApi::Metrics() const {
            "1 while the relay holds a live replication connection and a producer.",
            static_cast<uint64_t>(
                relay_.connected() && relay_.producer_ready() && relay_.failure().ok() ? 1 : 0));
+  m.PerLabel("walrelay_rest_requests_refused_total", "counter",
+             "REST requests refused: a Host a loopback listener does not accept (host), missing "
+             "or wrong credentials (unauthorized), a change on a non-loopback listener without "
+             "credentials configured (no_credentials).",
+             "reason", access_.refusals(), RestAccess::RefusalReasons());
+  m.Single("walrelay_rest_accept_errors_total", "counter",
+           "Failed accept() calls of the REST listener (e.g. out of file descriptors).",
+           server_ ? server_->accept_errors() : uint64_t{0});
   return {200, "text/plain; version=0.0.4; charset=utf-8", m.text()};
 }
 

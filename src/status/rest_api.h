@@ -10,24 +10,30 @@
 // State mapping: a relay that is (re)connecting shows RUNNING, as Kafka Connect shows a task
 // that retries, while /healthz answers 503 until the replication connection is back. FAILED is
 // visible only between the fatal error and the process exit.
+//
+// Who may call what (Host check, credentials for pause, resume and restart) is RestAccess's.
 #pragma once
 
 #include <string>
 
 #include "relay/relay.h"
 #include "status/http_server.h"
+#include "status/rest_access.h"
 
 namespace walrelay {
 
 class RestApi {
  public:
-  // `worker_id` is host:port of the listener, as Kafka Connect reports workers.
-  RestApi(Relay& relay, std::string worker_id);
+  // `worker_id` is host:port of the listener, as Kafka Connect reports workers. `server`, when
+  // given, supplies /metrics with its accept() failures.
+  RestApi(Relay& relay, std::string worker_id, const HttpServer* server = nullptr);
 
   HttpResponse Handle(const HttpRequest& request);
 
   // Kafka Connect's state name for the relay's connector and its one task.
   std::string State() const;
+
+  const RestAccess& access() const { return access_; }
 
  private:
   HttpResponse Metrics() const;
@@ -39,7 +45,9 @@ class RestApi {
   HttpResponse Connector() const;
 
   Relay& relay_;
+  const HttpServer* server_;
   std::string worker_id_;
+  RestAccess access_;
 };
 
 }  // namespace walrelay

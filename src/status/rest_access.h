@@ -1,0 +1,60 @@
+// RestAccess: which REST requests a relay answers, by listener, Host header and credentials
+// (docs/operations.md, "REST API").
+//
+// Contract:
+// - On a loopback listener, a request whose Host header names anything but localhost,
+//   127.0.0.1, [::1] (any port) or an entry of rest.allowed.hosts is refused with 403: a web
+//   page whose own DNS name was rebound to 127.0.0.1 would otherwise drive the API through the
+//   browser of whoever runs walrelay. A request without Host is let through: browsers always
+//   send one. Other listeners do not check Host (they answer to whatever names they have).
+// - Reading (status, config with secrets hidden, /metrics, /healthz) needs nothing more, so
+//   health checks and scrapers keep working.
+// - Changing the relay (pause, resume, restart) needs the bearer token (rest.auth.token) or the
+//   basic credentials (rest.auth.basic.*) whenever either is configured, on any listener;
+//   missing or wrong ones get 401 with WWW-Authenticate. With none configured, changes are
+//   allowed on a loopback listener and refused with 403, naming the keys to set, on any other.
+// - Credentials are compared in constant time and never appear in answers or logs.
+// Refusals are counted by reason ("host", "unauthorized", "no_credentials") for /metrics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/relay_settings.h"
+#include "status/http_server.h"
+
+namespace walrelay {
+
+// An error in Kafka Connect's shape: {"error_code": <status>, "message": "..."}.
+HttpResponse KafkaConnectError(int status, const std::string& message);
+
+class RestAccess {
+ public:
+  RestAccess(const RestAuthSettings& auth, const ListenerAddress& listener);
+
+  // The refusal of any request on this listener, or nullopt to go on.
+  std::optional<HttpResponse> CheckRequest(const HttpRequest& request);
+  // The refusal of a request that changes the relay, or nullopt to go on.
+  std::optional<HttpResponse> CheckChange(const HttpRequest& request);
+
+  // What to warn about once at start ("" if nothing): changes refused for lack of credentials.
+  std::string StartupWarning() const;
+
+  const std::map<std::string, uint64_t>& refusals() const { return refusals_; }
+  static const std::vector<std::string>& RefusalReasons();
+
+ private:
+  bool HostAllowed(const std::string& host) const;
+  bool CredentialsMatch(const std::string& authorization) const;
+
+  const RestAuthSettings auth_;
+  const bool loopback_;
+  const std::string listener_text_;  // e.g. http://0.0.0.0:8083, for messages
+  std::string basic_expected_;       // base64("user:password"), as clients send it
+  std::map<std::string, uint64_t> refusals_;
+};
+
+}  // namespace walrelay

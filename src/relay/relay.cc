@@ -319,7 +319,7 @@ void Relay::WarnIfStalled() {
     stall_since_ = now;
     return;
   }
-  const DeliveryTracker::Source* source = tracker_.SourceOf(*oldest);
+  const std::optional<DeliveryTracker::Source> source = tracker_.SourceOf(*oldest);
   if (!source) return;
   auto info = inflight_info_.find(*oldest);
   const std::string topic = info != inflight_info_.end() ? info->second.topic->first : "?";
@@ -559,7 +559,7 @@ bool Relay::IsShutdownPurge(rd_kafka_resp_err_t error) const {
 
 void Relay::OnRefused(const DeliveryReport& report) {
   const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
-  const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
+  const std::optional<DeliveryTracker::Source> source = tracker_.SourceOf(report.ticket);
   const bool dead_letter_failed =
       !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
   Status outcome = Status::Kafka("Kafka did not accept " + reason);

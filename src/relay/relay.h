@@ -7,7 +7,9 @@
 // tracker's confirmable position, so a crash at any moment can repeat records but never lose
 // one. In-flight records are bounded (max.queue.size, max.queue.size.in.bytes): when full the
 // relay stops reading the socket, which applies TCP backpressure to the walsender, while the
-// status timer keeps the connection alive.
+// status timer keeps the connection alive. Nothing on the loop waits for Kafka: a record that
+// librdkafka's own queue refuses (QUEUE_FULL) is held, unconfirmed, the stream pauses the same
+// way, and the record goes out when a delivery report has made room.
 //
 // Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
 // jitter while Kafka deliveries go on; a slot held by another process makes this relay a

@@ -216,7 +216,8 @@ TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and d
     CHECK(std::chrono::steady_clock::now() - asked < 1s);
     std::this_thread::sleep_for(250ms);
   }
-  CHECK_MESSAGE(reply_times.size() >= 10, reply_times.size() << " distinct reply_time values");
+  // A blocked loop leaves one value, then none once the walsender times out.
+  CHECK_MESSAGE(reply_times.size() >= 6, reply_times.size() << " distinct reply_time values");
   CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
   CHECK(fx.ConfirmedFlush("qfull") <= warm);
 

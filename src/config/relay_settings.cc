@@ -6,8 +6,10 @@
 #include <unistd.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdint>
 #include <cstring>
 
 #include "kafka/topic_name.h"
@@ -241,6 +243,12 @@ std::string RelaySettings::Wal2JsonAddTables() const {
   return out;
 }
 
+namespace {
+// librdkafka 2.0's defaults for queue.buffering.max.messages and queue.buffering.max.kbytes.
+constexpr int64_t kLibrdkafkaDefaultQueueMessages = 100000;
+constexpr int64_t kLibrdkafkaDefaultQueueKbytes = 1048576;
+}  // namespace
+
 Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   const Properties& p = config.properties;
   RelaySettings s;
@@ -417,6 +425,21 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
       p.MarkRead(key);
       s.kafka[key.substr(6)] = value;
     }
+  }
+  // librdkafka's own queue must hold whatever max.queue.size and max.queue.size.in.bytes let
+  // into flight, or a full queue would refuse records the relay has room for; the relay
+  // handles that too (it holds the record and pauses the stream), but it should be rare.
+  if (!s.kafka.count("queue.buffering.max.messages")) {
+    s.kafka["queue.buffering.max.messages"] =
+        std::to_string(std::max<int64_t>(kLibrdkafkaDefaultQueueMessages, s.max_queue_size));
+  }
+  if (!s.kafka.count("queue.buffering.max.kbytes") && s.max_queue_size_bytes > 0) {
+    // Twice the bytes: librdkafka counts headers and its own overhead, which the relay does
+    // not, and the relay lets one record in beyond its bound.
+    const int64_t kbytes = std::min<int64_t>(
+        INT32_MAX, std::max<int64_t>(kLibrdkafkaDefaultQueueKbytes,
+                                     s.max_queue_size_bytes / 1024 * 2 + 1024));
+    s.kafka["queue.buffering.max.kbytes"] = std::to_string(kbytes);
   }
   if (!s.kafka.count("bootstrap.servers")) {
     return Status::Config("missing required key 'kafka.bootstrap.servers'");

@@ -1,40 +1,81 @@
 #include "kafka/delivery_tracker.h"
 
+#include <algorithm>
+#include <limits>
+#include <utility>
+
 namespace walrelay {
+namespace {
+
+// Entries a ledger may hold before it collapses, beyond 4 per unsettled record: collapsing
+// costs a pass over the ledger, so it runs only once the ledger has at least doubled past its
+// collapsed size (at most 2 entries per unsettled record, plus one); each entry is collapsed
+// away at most once, so the cost per entry stays constant.
+constexpr size_t kCollapseSlack = 64;
+
+}  // namespace
 
 void DeliveryTracker::BeginTransaction() { transaction_open_ = true; }
 
-uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes, std::string table) {
-  entries_.push_back(Entry{State::kPending, Source{lsn, std::move(table)}, bytes});
+uint32_t DeliveryTracker::InternTable(const std::string& table) {
+  auto [it, added] = table_ids_.try_emplace(table, static_cast<uint32_t>(tables_.size()));
+  if (added) tables_.push_back(table);
+  return it->second;
+}
+
+void DeliveryTracker::CollapseIfLarge() {
+  if (entries_.size() >= 4 * unsettled_ + kCollapseSlack) Collapse();
+}
+
+void DeliveryTracker::Append(Entry entry) {
+  CollapseIfLarge();
+  entries_.push_back(entry);
+}
+
+uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes, const std::string& table) {
+  const uint64_t ticket = next_sequence_++;
+  const auto stored_bytes =
+      static_cast<uint32_t>(std::min<size_t>(bytes, std::numeric_limits<uint32_t>::max()));
+  Append(Entry{ticket, lsn, stored_bytes, InternTable(table), State::kPending});
+  ++unsettled_;
   ++inflight_records_;
-  inflight_bytes_ += bytes;
-  return first_ticket_ + entries_.size() - 1;
+  inflight_bytes_ += stored_bytes;
+  return ticket;
 }
 
 void DeliveryTracker::CommitTransaction(Lsn end_lsn) {
   transaction_open_ = false;
-  entries_.push_back(Entry{State::kCommit, Source{end_lsn, {}}, 0});
+  Append(Entry{next_sequence_++, end_lsn, 0, 0, State::kCommit});
   Advance();
 }
 
-const DeliveryTracker::Source* DeliveryTracker::SourceOf(uint64_t ticket) const {
-  if (ticket < first_ticket_ || ticket - first_ticket_ >= entries_.size()) return nullptr;
-  const Entry& e = entries_[ticket - first_ticket_];
-  return e.state == State::kPending ? &e.source : nullptr;
+const DeliveryTracker::Entry* DeliveryTracker::Find(uint64_t ticket) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), ticket,
+                             [](const Entry& e, uint64_t t) { return e.sequence < t; });
+  if (it == entries_.end() || it->sequence != ticket || it->state == State::kCommit) return nullptr;
+  return &*it;
 }
 
 DeliveryTracker::Entry* DeliveryTracker::Find(uint64_t ticket) {
-  if (ticket < first_ticket_ || ticket - first_ticket_ >= entries_.size()) return nullptr;
-  return &entries_[ticket - first_ticket_];
+  return const_cast<Entry*>(std::as_const(*this).Find(ticket));
+}
+
+std::optional<DeliveryTracker::Source> DeliveryTracker::SourceOf(uint64_t ticket) const {
+  const Entry* e = Find(ticket);
+  if (!e || e->state != State::kPending) return std::nullopt;
+  return Source{e->lsn, tables_[e->table]};
 }
 
 void DeliveryTracker::Acknowledge(uint64_t ticket) {
   Entry* e = Find(ticket);
   if (!e || e->state != State::kPending) return;
   e->state = State::kAcked;
+  --unsettled_;
   --inflight_records_;
   inflight_bytes_ -= e->bytes;
   Advance();
+  // Also here, so that the bound holds when acknowledgements, not new entries, shrink it.
+  CollapseIfLarge();
 }
 
 void DeliveryTracker::Fail(uint64_t ticket, std::string error) {
@@ -43,13 +84,14 @@ void DeliveryTracker::Fail(uint64_t ticket, std::string error) {
   e->state = State::kFailed;
   --inflight_records_;
   inflight_bytes_ -= e->bytes;
-  if (!failure_) failure_ = FailedDelivery{e->source.lsn, std::move(error)};
+  if (!failure_) failure_ = FailedDelivery{e->lsn, std::move(error)};
 }
 
 std::optional<uint64_t> DeliveryTracker::OldestPending() const {
-  // Advance() keeps settled records off the front, so this stops at once in practice.
-  for (size_t i = 0; i < entries_.size(); ++i) {
-    if (entries_[i].state == State::kPending) return first_ticket_ + i;
+  // Advance() keeps settled entries off the front and Collapse() keeps at most one between two
+  // unsettled records, so this stops at once in practice.
+  for (const Entry& e : entries_) {
+    if (e.state == State::kPending) return e.sequence;
   }
   return std::nullopt;
 }
@@ -60,14 +102,39 @@ void DeliveryTracker::ServerPosition(Lsn wal_end) {
 
 void DeliveryTracker::Advance() {
   while (!entries_.empty()) {
-    Entry& front = entries_.front();
-    if (front.state == State::kPending || front.state == State::kFailed) return;
-    if (front.state == State::kCommit && front.source.lsn > confirmable_) {
-      confirmable_ = front.source.lsn;
-    }
+    const Entry& front = entries_.front();
+    if (!Settled(front.state)) return;
+    if (front.state == State::kCommit && front.lsn > confirmable_) confirmable_ = front.lsn;
     entries_.pop_front();
-    ++first_ticket_;
   }
+}
+
+void DeliveryTracker::Collapse() {
+  // Compacts in place: `out` is where the next kept entry goes; `run` is the commit marker that
+  // stands for the settled run being read, if the run has a commit.
+  auto out = entries_.begin();
+  std::optional<Entry> run;
+  for (auto in = entries_.begin(); in != entries_.end(); ++in) {
+    if (Settled(in->state)) {
+      // The marker takes the run's last sequence, which keeps it in order between the records
+      // around it, and its highest commit LSN (a transaction replayed after a reconnect may
+      // commit below one already in the run).
+      if (in->state == State::kCommit) {
+        const Lsn newest = run ? std::max(run->lsn, in->lsn) : in->lsn;
+        run = *in;
+        run->lsn = newest;
+      }
+      continue;
+    }
+    if (run) {
+      *out++ = *run;
+      run.reset();
+    }
+    *out++ = *in;
+  }
+  if (run) *out++ = *run;
+  entries_.erase(out, entries_.end());
+  entries_.shrink_to_fit();
 }
 
 }  // namespace walrelay

@@ -10,6 +10,14 @@
 // open, the server's reported position (keepalive walEnd) is confirmable too, so an idle
 // outbox never pins WAL that other tables generate.
 //
+// Size: behind the oldest unsettled record only the unsettled (pending or failed) records
+// matter one by one; a run of settled entries between two of them (acknowledged records and
+// commit markers, such as the empty transactions of tables that are not relayed) is worth no
+// more than the newest commit end LSN in it. Such runs are collapsed into one commit marker, so
+// the ledger holds O(records in flight) entries however many transactions stream in behind a
+// record Kafka has not acknowledged yet: entries() is at most 4 x unsettled records + 65.
+// Tickets stay valid across collapsing: delivery reports may arrive in any order.
+//
 // Single-threaded: all calls come from the relay's event-loop thread.
 #pragma once
 
@@ -18,6 +26,8 @@
 #include <deque>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "common/lsn.h"
 
@@ -34,13 +44,13 @@ class DeliveryTracker {
 
   void BeginTransaction();
   // Registers one record handed to the producer; returns the ticket to pass back on delivery.
-  uint64_t AddRecord(Lsn lsn, size_t bytes, std::string table = {});
-  // Where a pending record came from (for dead-letter headers); nullptr once settled.
+  uint64_t AddRecord(Lsn lsn, size_t bytes, const std::string& table = {});
+  // Where a pending record came from (for dead-letter headers); nullopt once settled.
   struct Source {
     Lsn lsn;
     std::string table;
   };
-  const Source* SourceOf(uint64_t ticket) const;
+  std::optional<Source> SourceOf(uint64_t ticket) const;
   // The replication stream restarted: a transaction that was open is replayed from its start.
   void StreamRestarted() { transaction_open_ = false; }
   // The transaction ends; its end LSN becomes confirmable once its records are acknowledged.
@@ -56,6 +66,10 @@ class DeliveryTracker {
   size_t inflight_bytes() const { return inflight_bytes_; }
   bool transaction_open() const { return transaction_open_; }
   bool idle() const { return !transaction_open_ && entries_.empty(); }
+  // Entries the ledger holds (records not settled, commit markers behind them), and their
+  // memory in bytes, for /metrics.
+  size_t entries() const { return entries_.size(); }
+  size_t memory_bytes() const { return entries_.size() * sizeof(Entry); }
   // The ticket of the oldest record still waiting for Kafka, if any: what holds confirmable().
   std::optional<uint64_t> OldestPending() const;
   // The first record Kafka refused, if any; nothing at or after it is ever confirmed.
@@ -63,16 +77,29 @@ class DeliveryTracker {
 
  private:
   enum class State : uint8_t { kPending, kAcked, kFailed, kCommit };
+  // 32 bytes: the source table is an index into tables_, not a string per record.
   struct Entry {
+    uint64_t sequence;  // a record's ticket; increasing along entries_ (commit markers too)
+    Lsn lsn;            // record: row LSN; commit marker: end LSN of the commit record
+    uint32_t bytes;
+    uint32_t table;
     State state;
-    Source source;  // record: row LSN and table; commit marker: end LSN of the commit record
-    size_t bytes = 0;
   };
+  static bool Settled(State s) { return s == State::kAcked || s == State::kCommit; }
   Entry* Find(uint64_t ticket);
+  const Entry* Find(uint64_t ticket) const;
+  void Append(Entry entry);
   void Advance();
+  // Replaces each run of settled entries by one commit marker with the run's newest commit LSN.
+  void Collapse();
+  void CollapseIfLarge();
+  uint32_t InternTable(const std::string& table);
 
   std::deque<Entry> entries_;
-  uint64_t first_ticket_ = 0;  // ticket of entries_.front()
+  uint64_t next_sequence_ = 0;
+  size_t unsettled_ = 0;  // pending and failed records in entries_
+  std::vector<std::string> tables_;
+  std::unordered_map<std::string, uint32_t> table_ids_;
   Lsn confirmable_;
   size_t inflight_records_ = 0;
   size_t inflight_bytes_ = 0;

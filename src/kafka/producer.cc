@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <deque>
 #include <mutex>
 #include <optional>
@@ -305,31 +308,63 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
     return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " +
                          rd_kafka_err2str(rd_kafka_last_error()));
   }
-  while (true) {
-    const rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_.get(), RD_KAFKA_V_RKT(rkt),
-        RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
-        RD_KAFKA_V_TIMESTAMP(record.timestamp_ms), RD_KAFKA_V_HEADERS(headers.get()),
-        RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
-    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      headers.release();  // librdkafka owns them now
-      return Status::Ok();
-    }
-    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
-      // The relay bounds in-flight records below librdkafka's queue; if a user shrank the
-      // queue further, wait for room rather than fail the record.
-      rd_kafka_poll(rk_.get(), 100);
-      continue;
-    }
-    if (error_code) *error_code = err;
-    return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + rd_kafka_err2str(err));
+  const rd_kafka_resp_err_t err = rd_kafka_producev(
+      rk_.get(), RD_KAFKA_V_RKT(rkt),
+      RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+      RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
+      RD_KAFKA_V_TIMESTAMP(record.timestamp_ms), RD_KAFKA_V_HEADERS(headers.get()),
+      RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    headers.release();  // librdkafka owns them now
+    return Status::Ok();
+  }
+  // QUEUE_FULL included: waiting for room here would block the caller's loop; the caller
+  // keeps the record and tries again after delivery reports have made room.
+  if (error_code) *error_code = err;
+  return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + rd_kafka_err2str(err));
+}
+
+// librdkafka is C: an exception unwinding through its frames would skip its cleanup and end
+// the process (std::terminate) with nothing said. The callbacks catch everything and stop the
+// producer instead; the record whose report was being served stays unconfirmed.
+void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+  auto* self = static_cast<KafkaProducer*>(opaque);
+  try {
+    self->ServeDelivery(rk, m);
+  } catch (const std::exception& e) {
+    self->ReportCallbackException("a delivery report", e.what());
+  } catch (...) {
+    self->ReportCallbackException("a delivery report", "an exception of unknown type");
   }
 }
 
-void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
-  if (m->err) self->ReportFatalErrorFirst(rk);
+  try {
+    self->ServeError(rk, err, reason);
+  } catch (const std::exception& e) {
+    self->ReportCallbackException("a producer error", e.what());
+  } catch (...) {
+    self->ReportCallbackException("a producer error", "an exception of unknown type");
+  }
+}
+
+void KafkaProducer::ReportCallbackException(const char* serving, const char* what) noexcept {
+  try {
+    ReportFailure(Status::Internal(std::string("internal error while serving ") + serving +
+                                   " from librdkafka: " + what +
+                                   "; the producer stops and nothing after the record is "
+                                   "confirmed"));
+  } catch (...) {
+    // Reporting failed as well (out of memory): a stop with nothing said would look like a
+    // clean one, and continuing could confirm past the record.
+    std::fputs("walrelay: internal error in a librdkafka callback; aborting\n", stderr);
+    std::abort();
+  }
+}
+
+void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
+  if (m->err) ReportFatalErrorFirst(rk);
   DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {},
                         {}};
   if (m->err) {
@@ -364,14 +399,13 @@ void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void
       }
     }
   }
-  self->handler_(report);
+  handler_(report);
 }
 
-void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
-  auto* self = static_cast<KafkaProducer*>(opaque);
+void KafkaProducer::ServeError(rd_kafka_t* rk, int err, const char* reason) {
   std::string text = reason ? reason : "";
   // librdkafka does not put configured secrets in its errors; a broker's text might echo one.
-  for (const auto& secret : self->secrets_) {
+  for (const auto& secret : secrets_) {
     for (size_t pos; (pos = text.find(secret)) != std::string::npos;) text.replace(pos, secret.size(), "[hidden]");
   }
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
@@ -381,7 +415,7 @@ void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* o
     spdlog::error("kafka: ERROR {}: {}", rd_kafka_name(rk), text);
     return;
   }
-  self->ReportFailure(*failure);
+  ReportFailure(*failure);
 }
 
 void KafkaProducer::ReportFailure(const Status& failure) {

@@ -11,6 +11,14 @@
 // scan, so every new topic (and a relay's start) would otherwise hold its first records
 // for up to a second. Topic handles are kept for the producer's lifetime.
 //
+// Produce() never waits: when librdkafka's queue is full (queue.buffering.max.messages or
+// .max.kbytes) it returns at once with RD_KAFKA_RESP_ERR__QUEUE_FULL as the error code, and
+// the caller keeps the record until delivery reports have made room.
+//
+// Exceptions thrown by the DeliveryHandler or FailureHandler never unwind through librdkafka:
+// they become a kInternal failure() (the record whose report was being served is not
+// acknowledged to the handler by the producer).
+//
 // Producer-wide errors (librdkafka's error_cb) are served by Poll() as well. The ones that
 // retrying cannot cure (a refused SASL login, a failed TLS handshake, a fatal librdkafka
 // error) become failure() and go to the FailureHandler once; the others (a broker down, a
@@ -77,6 +85,11 @@ class KafkaProducer {
   rd_kafka_topic_t* TopicHandle(const std::string& name);
   static void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+  // The callbacks' bodies; they may throw, the static callbacks catch.
+  void ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* message);
+  void ServeError(rd_kafka_t* rk, int err, const char* reason);
+  // An exception escaped a callback: failure() becomes kInternal and the FailureHandler is told.
+  void ReportCallbackException(const char* serving, const char* what) noexcept;
   // Sets failure() and calls the FailureHandler, once.
   void ReportFailure(const Status& failure);
   // A failed delivery report may be the first sign of a fatal error whose callback is not

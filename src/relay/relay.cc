@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "pg/preflight.h"
 #include "pg/wire_messages.h"
@@ -75,7 +77,15 @@ Status Relay::Run() {
     return producer.status();
   }
   producer_ = std::move(producer).value();
-  kafka_events_.assign(dup(producer_->event_fd()));
+  // Asio owns and closes the descriptor it is given: give it a copy of the producer's.
+  const int kafka_event_fd = dup(producer_->event_fd());
+  if (kafka_event_fd < 0) {
+    Status error = Status::Internal(std::string("cannot duplicate the Kafka event descriptor: ") +
+                                    std::strerror(errno));
+    spdlog::error("{}", error.ToString());
+    return error;
+  }
+  kafka_events_.assign(kafka_event_fd);
   WaitForKafkaEvents();
   ArmPollTimer();
   ArmStatusTimer();
@@ -218,6 +228,7 @@ void Relay::OnStreamError(Status status) {
 // --- Streaming -----------------------------------------------------------------------------
 
 bool Relay::Backpressured() const {
+  if (!held_.empty()) return true;
   if (static_cast<int64_t>(tracker_.inflight_records()) >= settings_.max_queue_size) return true;
   return settings_.max_queue_size_bytes > 0 &&
          static_cast<int64_t>(tracker_.inflight_bytes()) >= settings_.max_queue_size_bytes;
@@ -225,6 +236,7 @@ bool Relay::Backpressured() const {
 
 void Relay::Pump() {
   pump_scheduled_ = false;
+  if (finished_ || !SendHeld()) return;
   for (int handled = 0; handled < kMessagesPerTurn; ++handled) {
     if (stopping_ || paused_ || state_ != RelayState::kStreaming || Backpressured()) return;
     std::string_view message;
@@ -324,7 +336,7 @@ void Relay::WarnIfStalled() {
     stall_since_ = now;
     return;
   }
-  const DeliveryTracker::Source* source = tracker_.SourceOf(*oldest);
+  const std::optional<DeliveryTracker::Source> source = tracker_.SourceOf(*oldest);
   if (!source) return;
   auto info = inflight_info_.find(*oldest);
   const std::string topic = info != inflight_info_.end() ? info->second.topic->first : "?";
@@ -470,9 +482,16 @@ Status Relay::Produce(Record& record, const std::string& table) {
   if (!last_topic_ || record.topic != last_topic_->first)
     last_topic_ = &*counters_.acked.try_emplace(record.topic).first;
   inflight_info_[ticket] = {last_topic_, record.source.commit_time_ms};
+  return Send(record, table, ticket);
+}
+
+Status Relay::Send(Record& record, const std::string& table, uint64_t ticket) {
   rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
   Status st = producer_->Produce(record, ticket, &code);
   if (st.ok()) return st;
+  if (code == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    return Hold(HeldRecord{std::move(record), table, ticket, false});
+  }
   Status error =
       st.WithContext("row of " + table + " at LSN " + record.source.lsn.ToString());
   if (!IsRecordSpecificError(code)) return StopAt(ticket, std::move(error));
@@ -522,12 +541,65 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
     info->second.topic = dead_letter_acks;
   }
   ++counters_.dead_letters;
-  if (Status st = producer_->Produce(dead, dead_ticket); !st.ok()) {
-    tracker_.Fail(dead_ticket, st.message());
-    inflight_info_.erase(dead_ticket);
-    return st.WithContext("dead-letter topic '" + settings_.dead_letter_topic + "'");
+  return SendDeadLetter(dead, failure.table, dead_ticket);
+}
+
+Status Relay::SendDeadLetter(Record& dead, const std::string& table, uint64_t ticket) {
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Status st = producer_->Produce(dead, ticket, &code);
+  if (st.ok()) return st;
+  if (code == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    return Hold(HeldRecord{std::move(dead), table, ticket, true});
   }
+  tracker_.Fail(ticket, st.message());
+  inflight_info_.erase(ticket);
+  return st.WithContext("dead-letter topic '" + settings_.dead_letter_topic + "'");
+}
+
+Status Relay::Hold(HeldRecord held) {
+  // librdkafka's own queue (queue.buffering.max.messages or .max.kbytes) is full. Waiting for
+  // room here would block the loop: no status updates, REST or delivery reports. The record
+  // stays pending in the ledger, so nothing after it is confirmed, and the relay stops reading
+  // until a delivery report has made room (see SchedulePump).
+  if (producer_->OutstandingMessages() == 0) {
+    // Nothing in librdkafka's queue will make room: the record alone exceeds it.
+    Status error = Status::Kafka(
+        "cannot produce " + DescribeRecord(held.record) + " (row of " + held.table +
+        "): it does not fit librdkafka's empty queue; raise 'kafka.queue.buffering.max.kbytes' "
+        "(or remove the override)");
+    tracker_.Fail(held.ticket, error.message());
+    inflight_info_.erase(held.ticket);
+    return error;
+  }
+  if (held_.empty()) {
+    spdlog::debug("librdkafka's queue is full ({} messages); holding the record for topic '{}' "
+                  "and reading no further until Kafka acknowledges some",
+                  producer_->OutstandingMessages(), held.record.topic);
+  }
+  ++counters_.queue_full;
+  held_.push_back(std::move(held));
   return Status::Ok();
+}
+
+bool Relay::SendHeld() {
+  while (!held_.empty()) {
+    HeldRecord held = std::move(held_.front());
+    held_.pop_front();
+    const size_t before = held_.size();
+    Status st = held.dead_letter ? SendDeadLetter(held.record, held.table, held.ticket)
+                                 : Send(held.record, held.table, held.ticket);
+    if (!st.ok()) {
+      Fail(st);
+      return false;
+    }
+    if (held_.size() > before) {
+      // Still full: put it back in front, in its order.
+      held_.push_front(std::move(held_.back()));
+      held_.pop_back();
+      return false;
+    }
+  }
+  return true;
 }
 
 void Relay::OnDelivery(const DeliveryReport& report) {
@@ -539,8 +611,8 @@ void Relay::OnDelivery(const DeliveryReport& report) {
   } else {
     OnRefused(report);
   }
-  if (stopping_) {
-    if (tracker_.inflight_records() == 0) FinishShutdown();
+  if (stopping_ && tracker_.inflight_records() == 0) {
+    FinishShutdown();
   } else {
     SchedulePump();
   }
@@ -565,7 +637,7 @@ bool Relay::IsShutdownPurge(rd_kafka_resp_err_t error) const {
 
 void Relay::OnRefused(const DeliveryReport& report) {
   const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
-  const DeliveryTracker::Source* source = tracker_.SourceOf(report.ticket);
+  const std::optional<DeliveryTracker::Source> source = tracker_.SourceOf(report.ticket);
   const bool dead_letter_failed =
       !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
   Status outcome = Status::Kafka("Kafka did not accept " + reason);
@@ -612,8 +684,11 @@ std::string Relay::SlotStaysConfirmed() const {
 }
 
 void Relay::SchedulePump() {
-  if (state_ != RelayState::kStreaming || stopping_ || paused_ || pump_scheduled_ ||
-      socket_wait_armed_ || Backpressured()) {
+  if (pump_scheduled_ || finished_) return;
+  // Records held back because librdkafka's queue was full go out as soon as a delivery report
+  // made room, whatever else holds the stream (pause, a stop waiting for acknowledgements).
+  if (held_.empty() && (state_ != RelayState::kStreaming || stopping_ || paused_ ||
+                        socket_wait_armed_ || Backpressured())) {
     return;
   }
   pump_scheduled_ = true;

@@ -7,7 +7,9 @@
 // tracker's confirmable position, so a crash at any moment can repeat records but never lose
 // one. In-flight records are bounded (max.queue.size, max.queue.size.in.bytes): when full the
 // relay stops reading the socket, which applies TCP backpressure to the walsender, while the
-// status timer keeps the connection alive.
+// status timer keeps the connection alive. Nothing on the loop waits for Kafka: a record that
+// librdkafka's own queue refuses (QUEUE_FULL) is held, unconfirmed, the stream pauses the same
+// way, and the record goes out when a delivery report has made room.
 //
 // Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
 // jitter while Kafka deliveries go on; a slot held by another process makes this relay a
@@ -32,6 +34,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <random>
@@ -91,6 +94,11 @@ class Relay {
   Lsn received_lsn() const { return received_lsn_; }
   size_t inflight_records() const { return tracker_.inflight_records(); }
   size_t inflight_bytes() const { return tracker_.inflight_bytes(); }
+  // Entries of the ack ledger and their memory, for /metrics.
+  size_t ack_ledger_entries() const { return tracker_.entries(); }
+  size_t ack_ledger_bytes() const { return tracker_.memory_bytes(); }
+  // Records waiting for room in librdkafka's queue.
+  size_t held_records() const { return held_.size(); }
   // Messages librdkafka holds (queued, in flight, or reports not yet served).
   int kafka_queue_length() const;
   // Now minus the commit time of the newest acknowledged record; 0 when idle and caught up.
@@ -114,6 +122,21 @@ class Relay {
   Status HandleMessage(std::string_view message);
   Status HandleChange(const RowChange& change);
   Status Produce(Record& record, const std::string& table);
+  // Hands a record, registered in the ledger as `ticket`, to the producer; a record that does
+  // not fit librdkafka's queue is held (OK is returned) and sent again by Pump.
+  Status Send(Record& record, const std::string& table, uint64_t ticket);
+  Status SendDeadLetter(Record& dead, const std::string& table, uint64_t ticket);
+  struct HeldRecord {
+    Record record;
+    std::string table;
+    uint64_t ticket;
+    bool dead_letter;
+  };
+  // Keeps the record until librdkafka's queue has room; an error if the record can never fit.
+  Status Hold(HeldRecord held);
+  // Sends the held records, oldest first; false while librdkafka's queue is still full (or the
+  // relay failed).
+  bool SendHeld();
   // Applies errors.tolerance to a record that failed on its own (IsRecordSpecificError, or a
   // transform error); OK if it was dead-lettered or skipped.
   Status ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
@@ -154,6 +177,9 @@ class Relay {
   Wal2JsonDecoder decoder_;
   DecodedMessage message_;
   DeliveryTracker tracker_;
+  // Records librdkafka refused with QUEUE_FULL, in stream order; while any is held the relay
+  // reads nothing more (Backpressured()).
+  std::deque<HeldRecord> held_;
   bool tracker_initialised_ = false;
 
   boost::asio::posix::stream_descriptor pg_socket_;

@@ -22,6 +22,7 @@ struct RelayCounters {
   uint64_t dead_letters = 0;                       // handed to the dead-letter topic
   uint64_t skipped = 0;                            // dropped by errors.tolerance=all, no DLQ
   uint64_t reconnects = 0;                         // replication connections re-established
+  uint64_t queue_full = 0;  // records librdkafka's full queue refused, held and sent again
 };
 
 class PrometheusText {

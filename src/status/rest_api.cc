@@ -291,6 +291,20 @@ HttpResponse RestApi::Metrics() const {
            static_cast<uint64_t>(relay_.inflight_records()));
   m.Single("walrelay_inflight_bytes", "gauge", "Bytes of the records in flight.",
            static_cast<uint64_t>(relay_.inflight_bytes()));
+  m.Single("walrelay_ack_ledger_entries", "gauge",
+           "Entries of the ack ledger: records not yet acknowledged and the commit markers "
+           "between them; bounded by the records in flight, not by transactions streamed.",
+           static_cast<uint64_t>(relay_.ack_ledger_entries()));
+  m.Single("walrelay_ack_ledger_bytes", "gauge", "Memory of the ack ledger's entries.",
+           static_cast<uint64_t>(relay_.ack_ledger_bytes()));
+  m.Single("walrelay_kafka_queue_full_total", "counter",
+           "Times librdkafka's queue was full: the record was held and the stream paused until "
+           "Kafka acknowledged earlier records.",
+           c.queue_full);
+  m.Single("walrelay_held_records", "gauge",
+           "Records waiting for room in librdkafka's queue (queue.buffering.max.messages or "
+           "queue.buffering.max.kbytes).",
+           static_cast<uint64_t>(relay_.held_records()));
   m.Single("walrelay_replication_lag_seconds", "gauge",
            "Now minus the commit time of the newest acknowledged record; 0 when idle and "
            "caught up.",

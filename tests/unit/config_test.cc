@@ -293,3 +293,20 @@ TEST_CASE("a dead-letter topic name Kafka forbids is refused when the config is 
                 s.status().message());
   CHECK(Settings(Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead.letters")")).ok());
 }
+
+TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into flight") {
+  auto defaults = Settings(Minimal(""));
+  REQUIRE(defaults.ok());
+  CHECK(defaults->kafka.at("queue.buffering.max.messages") == "100000");
+  CHECK(defaults->kafka.at("queue.buffering.max.kbytes") == "1048576");
+  auto large = Settings(Minimal(R"(,"max.queue.size":"500000","max.queue.size.in.bytes":"2147483648")"));
+  REQUIRE_MESSAGE(large.ok(), large.status().ToString());
+  CHECK(large->kafka.at("queue.buffering.max.messages") == "500000");
+  CHECK(large->kafka.at("queue.buffering.max.kbytes") == std::to_string(2147483648 / 1024 * 2 + 1024));
+  auto unbounded = Settings(Minimal(R"(,"max.queue.size.in.bytes":"0")"));
+  REQUIRE(unbounded.ok());
+  CHECK(unbounded->kafka.count("queue.buffering.max.kbytes") == 0);  // librdkafka's default
+  auto overridden = Settings(Minimal(R"(,"kafka.queue.buffering.max.messages":"5")"));
+  REQUIRE(overridden.ok());
+  CHECK(overridden->kafka.at("queue.buffering.max.messages") == "5");
+}

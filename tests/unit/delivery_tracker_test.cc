@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "kafka/delivery_tracker.h"
 
 using namespace walrelay;
@@ -100,4 +103,112 @@ TEST_CASE("unknown and repeated tickets are ignored") {
   t.Acknowledge(r);
   CHECK(t.inflight_records() == 0);
   CHECK(t.confirmable() == Lsn(2));
+}
+
+TEST_CASE("behind a stuck record, settled entries collapse: the ledger stays O(records in flight)") {
+  DeliveryTracker t(Lsn(1));
+  t.BeginTransaction();
+  const auto stuck = t.AddRecord(Lsn(10), 5, "public.outbox");
+  t.CommitTransaction(Lsn(20));
+  uint64_t lsn = 100;
+  size_t peak = 0;
+  for (int i = 0; i < 100000; ++i) {
+    // An empty transaction of another table, then one outbox record acked soon after.
+    t.BeginTransaction();
+    t.CommitTransaction(Lsn(lsn += 10));
+    t.BeginTransaction();
+    const auto r = t.AddRecord(Lsn(lsn += 10), 7, "public.outbox");
+    t.CommitTransaction(Lsn(lsn += 10));
+    t.Acknowledge(r);
+    peak = std::max(peak, t.entries());
+  }
+  CHECK(peak <= 4 * 2 + 65);
+  CHECK(t.entries() <= 4 * 1 + 65);  // acknowledgements shrink it too
+  CHECK(t.confirmable() == Lsn(1));  // never passes the stuck record
+  CHECK(t.inflight_records() == 1);
+  CHECK(t.inflight_bytes() == 5);
+  REQUIRE(t.OldestPending().has_value());
+  CHECK(*t.OldestPending() == stuck);
+  REQUIRE(t.SourceOf(stuck).has_value());
+  CHECK(t.SourceOf(stuck)->table == "public.outbox");
+  CHECK(t.SourceOf(stuck)->lsn == Lsn(10));
+  t.Acknowledge(stuck);
+  CHECK(t.confirmable() == Lsn(lsn));  // the newest commit, once everything before is acked
+  CHECK(t.idle());
+  CHECK(t.entries() == 0);
+}
+
+TEST_CASE("collapsing keeps tickets, pending records in the middle and out-of-order reports") {
+  DeliveryTracker t;
+  t.BeginTransaction();
+  const auto head = t.AddRecord(Lsn(10), 1, "a.t");
+  t.CommitTransaction(Lsn(20));
+  std::vector<uint64_t> held;  // every 1000th record stays pending until the end
+  uint64_t lsn = 100;
+  for (int i = 0; i < 20000; ++i) {
+    t.BeginTransaction();
+    const auto r = t.AddRecord(Lsn(lsn += 10), 1, i % 2 ? "a.t" : "b.t");
+    t.CommitTransaction(Lsn(lsn += 10));
+    if (i % 1000 == 999) {
+      held.push_back(r);
+    } else {
+      t.Acknowledge(r);
+    }
+  }
+  CHECK(t.entries() <= 4 * (1 + held.size()) + 65);
+  CHECK(t.inflight_records() == 1 + held.size());
+  // Out of order: the newest held record first, then the head; confirmable stops at the next.
+  t.Acknowledge(held.back());
+  CHECK(t.confirmable() == Lsn());
+  t.Acknowledge(head);
+  const auto first_held = t.SourceOf(held.front());
+  REQUIRE(first_held.has_value());
+  CHECK(first_held->table == "a.t");  // i = 999 is odd
+  CHECK(t.confirmable() > Lsn(20));
+  CHECK(t.confirmable() < first_held->lsn);
+  for (size_t i = 0; i + 1 < held.size(); ++i) {
+    const Lsn before = t.confirmable();
+    t.Acknowledge(held[i]);
+    CHECK(t.confirmable() > before);
+  }
+  CHECK(t.confirmable() == Lsn(lsn));
+  CHECK(t.idle());
+}
+
+TEST_CASE("collapsing never passes a failed record") {
+  DeliveryTracker t;
+  t.BeginTransaction();
+  const auto bad = t.AddRecord(Lsn(10), 1);
+  t.CommitTransaction(Lsn(20));
+  t.Fail(bad, "refused");
+  uint64_t lsn = 100;
+  for (int i = 0; i < 10000; ++i) {
+    t.BeginTransaction();
+    t.Acknowledge(t.AddRecord(Lsn(lsn += 10), 1));
+    t.CommitTransaction(Lsn(lsn += 10));
+  }
+  CHECK(t.entries() <= 4 + 65);
+  t.ServerPosition(Lsn(lsn + 100));
+  CHECK(t.confirmable() == Lsn());
+  CHECK(t.inflight_records() == 0);
+  REQUIRE(t.failure().has_value());
+  CHECK(t.failure()->lsn == Lsn(10));
+}
+
+TEST_CASE("a transaction replayed after a reconnect with lower commit LSNs does not move confirmable back") {
+  DeliveryTracker t;
+  t.BeginTransaction();
+  const auto stuck = t.AddRecord(Lsn(10), 1);
+  t.CommitTransaction(Lsn(20));
+  for (uint64_t lsn = 1000; lsn < 1000 + 200 * 10; lsn += 10) {
+    t.BeginTransaction();
+    t.CommitTransaction(Lsn(lsn));
+  }
+  t.StreamRestarted();
+  for (uint64_t lsn = 30; lsn < 30 + 200 * 10; lsn += 10) {  // replayed from the slot
+    t.BeginTransaction();
+    t.CommitTransaction(Lsn(lsn));
+  }
+  t.Acknowledge(stuck);
+  CHECK(t.confirmable() == Lsn(1000 + 199 * 10));
 }

@@ -1,0 +1,233 @@
+// The relay while Kafka holds records back, against a real PostgreSQL and the mock Kafka
+// cluster: a partition without a leader keeps one record pending while the rest of the stream
+// goes on (the ack ledger stays bounded, the slot stays before the record), and a full
+// librdkafka queue pauses the stream without blocking the event loop.
+//
+// The ledger case is sized for CI; bench/ledger_memory.sh runs it at full size through
+// WALRELAY_LEDGER_OUTBOX_ROWS, WALRELAY_LEDGER_OTHER_TRANSACTIONS and
+// WALRELAY_LEDGER_RSS_LIMIT_MIB.
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+
+#include "outbox_events.h"
+#include "relay_fixture.h"
+#include "rest_client.h"
+
+using namespace walrelay;
+using namespace walrelay::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
+
+// Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
+long ProcKib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
+long EnvLong(const char* name, long fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::atol(v) : fallback;
+}
+
+// One request that must be answered within `timeout`; status 0 when it is not.
+Reply HttpWithin(int port, const std::string& path, std::chrono::milliseconds timeout) {
+  Reply reply;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return reply;
+  }
+  const std::string request = "GET " + path +
+                              " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return reply;
+  }
+  std::string raw;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) raw.append(buf, n);
+  close(fd);
+  if (raw.rfind("HTTP/1.1 ", 0) == 0) reply.status = std::atoi(raw.c_str() + 9);
+  if (auto body = raw.find("\r\n\r\n"); body != std::string::npos) reply.body = raw.substr(body + 4);
+  return reply;
+}
+
+// The value of an unlabelled (or exactly labelled) sample in /metrics text; -1 if absent.
+long Metric(const std::string& text, const std::string& sample) {
+  const std::string prefix = "\n" + sample + " ";
+  const size_t pos = text.find(prefix);
+  if (pos == std::string::npos) return -1;
+  return std::atol(text.c_str() + pos + prefix.size());
+}
+
+std::string StuckEvent() {
+  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+         "('00000000-0000-4000-8000-00000000beef', 'Stuck', 'stuck-1', 'StuckHappened', "
+         "'{\"seq\": 0}');";
+}
+
+}  // namespace
+
+TEST_CASE("a partition without a leader: the ack ledger stays bounded while the stream goes on behind its record") {
+  const long outbox_rows = EnvLong("WALRELAY_LEDGER_OUTBOX_ROWS", 10000);
+  const long other_transactions = EnvLong("WALRELAY_LEDGER_OTHER_TRANSACTIONS", 100000);
+  const long rss_limit_mib = EnvLong("WALRELAY_LEDGER_RSS_LIMIT_MIB", 0);  // 0: not checked
+  REQUIRE(outbox_rows > 0);
+  REQUIRE(other_transactions >= outbox_rows);
+  RelayFixture fx;
+  REQUIRE(fx.kafka().CreateTopic("outbox.event.Stuck", 1, 1).ok());
+  auto relay = fx.StartRelay(fx.WriteConfig("ledger", {}));
+  const int port = RestPort(fx);
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");  // outbox.event.Customer
+  const Lsn warm = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed("ledger", warm, 20s) >= warm);
+
+  REQUIRE(rd_kafka_mock_partition_set_leader(fx.kafka().cluster(), "outbox.event.Stuck", 0, -1) ==
+          RD_KAFKA_RESP_ERR_NO_ERROR);
+  const Lsn before_stuck = fx.CurrentWal();
+  fx.Exec("BEGIN;" + StuckEvent() + "COMMIT;");
+  // Transactions of a table that is not relayed, one in every `ratio` also writing an outbox
+  // row for a healthy topic: each commits on its own, as an application's would.
+  const long ratio = other_transactions / outbox_rows;
+  const auto generate_start = std::chrono::steady_clock::now();
+  fx.Exec("DO $$ BEGIN PERFORM set_config('synchronous_commit', 'off', false); "
+          "FOR i IN 1.." + std::to_string(outbox_rows * ratio) + " LOOP "
+          "INSERT INTO unrelated (filler) VALUES ('x'); "
+          "IF i % " + std::to_string(ratio) + " = 0 THEN "
+          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+          "(gen_random_uuid(), 'Customer', 'k' || (i % 100), 'Bulk', jsonb_build_object('seq', i)); "
+          "END IF; COMMIT; END LOOP; END $$");
+  const double generate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
+
+  // Until every healthy record is acknowledged, watch the ledger, the slot and the memory.
+  const long expected_customer = 1 + outbox_rows;
+  long peak_entries = 0;
+  long entries = -1;
+  long inflight = -1;
+  long peak_kib = 0;
+  long acked = 0;
+  std::string metrics;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 + outbox_rows / 500);
+  while (std::chrono::steady_clock::now() < deadline) {
+    peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
+    metrics = HttpWithin(port, "/metrics", 5s).body;
+    entries = Metric(metrics, "walrelay_ack_ledger_entries");
+    inflight = Metric(metrics, "walrelay_inflight_records");
+    peak_entries = std::max(peak_entries, entries);
+    CHECK(fx.ConfirmedFlush("ledger") <= before_stuck);
+    acked = Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Customer\"}");
+    if (acked >= expected_customer) break;
+    std::this_thread::sleep_for(200ms);
+  }
+  peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
+  MESSAGE(outbox_rows << " outbox rows and " << outbox_rows * ratio
+                      << " transactions of another table (written in " << generate_seconds
+                      << " s) behind a record for a partition without a leader: peak RSS "
+                      << peak_kib / 1024 << " MiB, ledger peak " << peak_entries
+                      << " entries, at the end " << entries << " entries with " << inflight
+                      << " record(s) in flight");
+  REQUIRE_MESSAGE(acked == expected_customer, metrics);
+  CHECK(relay->Running());
+  CHECK(Metric(metrics, "walrelay_up") == 1);
+  // Held: the one record for the leaderless partition.
+  CHECK(inflight == 1);
+  // O(records in flight), not O(transactions): at most 4 entries per record in flight + 64.
+  CHECK(entries <= 4 * inflight + 65);
+  CHECK(peak_entries <= 4 * 8192 + 65);  // max.queue.size
+  CHECK(fx.ConfirmedFlush("ledger") <= before_stuck);
+  if (rss_limit_mib > 0) CHECK(peak_kib <= rss_limit_mib * 1024);
+
+  // With a leader again the record is delivered and the slot moves on to the end.
+  REQUIRE(rd_kafka_mock_partition_set_leader(fx.kafka().cluster(), "outbox.event.Stuck", 0, 1) ==
+          RD_KAFKA_RESP_ERR_NO_ERROR);
+  const Lsn end = fx.CurrentWal();
+  CHECK(fx.WaitConfirmed("ledger", end, 30s) >= end);
+  auto reader = fx.Reader();
+  auto stuck = reader->ReadAtLeast({"outbox.event.Stuck"}, 1, 20s);
+  REQUIRE(stuck.ok());
+  CHECK(stuck->size() == 1);
+  CHECK(relay->Running());
+}
+
+TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and delivery go on") {
+  RelayFixture fx;
+  // A walsender that hears nothing for 2 s drops the connection: only status updates from a
+  // loop that is not blocked keep it.
+  fx.Exec("ALTER SYSTEM SET wal_sender_timeout = '2s'");
+  fx.Exec("SELECT pg_reload_conf()");
+  // librdkafka's queue far below max.queue.size (8192), so it is the one that fills.
+  auto relay = fx.StartRelay(fx.WriteConfig("qfull", {{"kafka.queue.buffering.max.messages", "5"}}));
+  const int port = RestPort(fx);
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  const Lsn warm = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed("qfull", warm, 20s) >= warm);
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  constexpr int kRows = 60;
+  std::string sql;
+  for (int s = 2; s <= kRows; ++s) sql += "BEGIN;" + InsertEvent(s) + "COMMIT;";
+  fx.Exec(sql);
+  const Lsn end = fx.CurrentWal();
+
+  // The relay holds the record that did not fit; its loop still answers.
+  std::string metrics;
+  const auto held_deadline = std::chrono::steady_clock::now() + 15s;
+  while (std::chrono::steady_clock::now() < held_deadline) {
+    metrics = HttpWithin(port, "/metrics", 2s).body;
+    if (Metric(metrics, "walrelay_held_records") >= 1) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  REQUIRE_MESSAGE(Metric(metrics, "walrelay_held_records") >= 1, metrics);
+  CHECK(Metric(metrics, "walrelay_kafka_queue_full_total") >= 1);
+  CHECK(Metric(metrics, "walrelay_inflight_records") == 6);  // 5 in librdkafka, 1 held
+
+  // Over two walsender timeouts: status updates keep coming and /status answers at once.
+  std::set<std::string> reply_times;
+  const auto watch_end = std::chrono::steady_clock::now() + 4500ms;
+  while (std::chrono::steady_clock::now() < watch_end) {
+    auto reply_time = fx.pg().QueryValue(
+        "SELECT coalesce(reply_time::text, '') FROM pg_stat_replication WHERE "
+        "application_name = 'walrelay'");
+    if (reply_time.ok() && !reply_time->empty()) reply_times.insert(*reply_time);
+    const auto asked = std::chrono::steady_clock::now();
+    const Reply status = HttpWithin(port, "/connectors/itest-qfull/status", 2s);
+    CHECK(status.status == 200);
+    CHECK(std::chrono::steady_clock::now() - asked < 1s);
+    std::this_thread::sleep_for(250ms);
+  }
+  // A blocked loop leaves one value, then none once the walsender times out.
+  CHECK_MESSAGE(reply_times.size() >= 6, reply_times.size() << " distinct reply_time values");
+  CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
+  CHECK(fx.ConfirmedFlush("qfull") <= warm);
+
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  CHECK(fx.WaitConfirmed("qfull", end, 30s) >= end);
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast(OutboxTopics(), kRows, 30s);
+  REQUIRE(records.ok());
+  auto seen = CheckRecords(*records);
+  for (int s = 1; s <= kRows; ++s) CHECK_MESSAGE(seen.count(s) == 1, "missing seq " << s);
+  CHECK(relay->Running());
+  CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
+}

@@ -1,0 +1,116 @@
+// KafkaProducer against librdkafka's in-process mock cluster: Produce never waits for room in a
+// full queue, and an exception from a callback handler never unwinds through librdkafka.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "devtools/mock_kafka.h"
+#include "kafka/producer.h"
+
+using namespace walrelay;
+using namespace std::chrono_literals;
+
+namespace {
+
+Record MakeRecord(const std::string& topic, const std::string& value) {
+  Record r;
+  r.topic = topic;
+  r.key = "k";
+  r.value = value;
+  return r;
+}
+
+// Serves delivery reports until `done` or the deadline.
+template <typename Done>
+bool PollUntil(KafkaProducer& producer, Done done, std::chrono::seconds timeout = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    producer.Poll();
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("an exception thrown by the delivery handler stops the producer as an internal error") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  int reports = 0;
+  int failures = 0;
+  Status reported;
+  auto producer = KafkaProducer::Create(
+      {{"bootstrap.servers", (*kafka)->bootstrap_servers()}},
+      [&](const DeliveryReport&) {
+        ++reports;
+        throw std::runtime_error("handler broke");
+      },
+      [&](const Status& failure) {
+        ++failures;
+        reported = failure;
+      });
+  REQUIRE(producer.ok());
+  REQUIRE((*producer)->Produce(MakeRecord("cb", "one"), 1).ok());
+  // Without the catch, the exception would unwind through librdkafka's C frames and end the
+  // process here.
+  REQUIRE(PollUntil(**producer, [&] { return failures > 0; }));
+  CHECK(reports == 1);
+  CHECK(failures == 1);
+  CHECK(reported.code() == ErrorCode::kInternal);
+  CHECK(reported.message().find("handler broke") != std::string::npos);
+  CHECK(reported.message().find("delivery report") != std::string::npos);
+  CHECK((*producer)->failure().code() == ErrorCode::kInternal);
+}
+
+TEST_CASE("an exception thrown by the failure handler for a fatal error is caught") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("fatal", 1, 1).ok());
+  int acked = 0;
+  int calls = 0;
+  auto producer = KafkaProducer::Create(
+      {{"bootstrap.servers", (*kafka)->bootstrap_servers()}, {"enable.idempotence", "true"}},
+      [&](const DeliveryReport& r) { acked += r.error == RD_KAFKA_RESP_ERR_NO_ERROR; },
+      [&](const Status&) {
+        ++calls;
+        throw std::logic_error("failure handler broke");
+      });
+  REQUIRE(producer.ok());
+  REQUIRE((*producer)->Produce(MakeRecord("fatal", "one"), 1).ok());
+  REQUIRE(PollUntil(**producer, [&] { return acked == 1; }));
+  // An idempotent producer's batch answered with OUT_OF_ORDER_SEQUENCE_NUMBER after earlier
+  // records were acknowledged is a fatal error, served by the error callback.
+  (*kafka)->PushProduceErrors(1, RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER);
+  REQUIRE((*producer)->Produce(MakeRecord("fatal", "two"), 2).ok());
+  REQUIRE((*producer)->Produce(MakeRecord("fatal", "three"), 3).ok());
+  REQUIRE(PollUntil(**producer, [&] { return calls > 0; }));
+  (*producer)->Poll();
+  CHECK(calls == 1);  // reported once; the exception did not escape
+  CHECK_FALSE((*producer)->failure().ok());
+}
+
+TEST_CASE("a full librdkafka queue: Produce returns QUEUE_FULL at once instead of waiting") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->SetBrokerDown(1).ok());
+  int acked = 0;
+  auto producer = KafkaProducer::Create(
+      {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
+       {"queue.buffering.max.messages", "3"}},
+      [&](const DeliveryReport& r) { acked += r.error == RD_KAFKA_RESP_ERR_NO_ERROR; });
+  REQUIRE(producer.ok());
+  for (uint64_t t = 0; t < 3; ++t) REQUIRE((*producer)->Produce(MakeRecord("full", "v"), t).ok());
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = (*producer)->Produce(MakeRecord("full", "v"), 3, &code);
+  CHECK(std::chrono::steady_clock::now() - start < 50ms);
+  CHECK_FALSE(st.ok());
+  CHECK(code == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+  REQUIRE((*kafka)->SetBrokerUp(1).ok());
+  REQUIRE(PollUntil(**producer, [&] { return acked == 3; }, 20s));
+  CHECK((*producer)->Produce(MakeRecord("full", "v"), 3).ok());
+  REQUIRE(PollUntil(**producer, [&] { return acked == 4; }, 20s));
+}

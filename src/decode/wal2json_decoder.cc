@@ -367,11 +367,7 @@ Status CheckColumns(const ColumnArray& array, Lsn at, const char* field) {
 void MarkNumbers(std::vector<Column>& cols) {
   for (auto& c : cols) {
     if (c.kind != ValueKind::kString || c.text.empty()) continue;
-    const std::string& t = c.type;
-    if (t == "integer" || t == "bigint" || t == "smallint" || t == "real" ||
-        t == "double precision" || t.rfind("numeric", 0) == 0 || t == "oid") {
-      c.kind = ValueKind::kNumber;
-    }
+    if (IsNumberTypeName(c.type)) c.kind = ValueKind::kNumber;
   }
 }
 
@@ -489,6 +485,19 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   MarkNumbers(change.columns);
   MarkNumbers(change.identity);
   return Status::Ok();
+}
+
+Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start) {
+  pending_ = false;
+  WALRELAY_RETURN_IF_ERROR(Decode(json, data_start, decoded_));
+  pending_ = true;
+  return Status::Ok();
+}
+
+const DecodedMessage* Wal2JsonDecoder::Next() {
+  if (!pending_) return nullptr;
+  pending_ = false;
+  return &decoded_;
 }
 
 }  // namespace walrelay

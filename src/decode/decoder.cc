@@ -1,0 +1,38 @@
+#include "decode/decoder.h"
+
+#include "decode/pgoutput_decoder.h"
+#include "decode/wal2json_decoder.h"
+
+namespace walrelay {
+
+std::string Wal2JsonStartOptions() {
+  return "\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
+         "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'";
+}
+
+std::string PgOutputStartOptions(std::string_view publication_names) {
+  std::string quoted = "'";
+  for (char c : publication_names) {
+    if (c == '\'') quoted += '\'';
+    quoted += c;
+  }
+  quoted += "'";
+  // messages: pg_logical_emit_message() records are part of the stream, as with wal2json.
+  return "proto_version '1', publication_names " + quoted + ", messages 'true'";
+}
+
+Result<std::unique_ptr<Decoder>> MakeDecoder(std::string_view plugin_name,
+                                             const DecoderOptions& options) {
+  if (plugin_name == "wal2json") return std::unique_ptr<Decoder>(std::make_unique<Wal2JsonDecoder>());
+  if (plugin_name == "pgoutput")
+    return std::unique_ptr<Decoder>(std::make_unique<PgOutputDecoder>(options));
+  return Status::Config("logical decoding plugin '" + std::string(plugin_name) +
+                        "' is not supported (supported: pgoutput, wal2json)");
+}
+
+bool IsNumberTypeName(std::string_view t) {
+  return t == "integer" || t == "bigint" || t == "smallint" || t == "real" ||
+         t == "double precision" || t == "oid" || t == "numeric" || t.starts_with("numeric(");
+}
+
+}  // namespace walrelay

@@ -94,12 +94,14 @@ struct CatalogLookups {
 struct DecoderOptions {
   // pgoutput: the publications to read, comma-separated as publication_names takes them.
   std::string publication_names = "dbz_publication";
+  // wal2json: its add-tables option (RelaySettings::Wal2JsonAddTables()); empty for none.
+  std::string wal2json_add_tables;
   CatalogLookups catalog;
 };
 
 // START_REPLICATION options of each plugin, for callers that need them without a decoder.
-std::string Wal2JsonStartOptions();
-// `publication_names` is quoted as a SQL literal.
+// The values are quoted as SQL literals.
+std::string Wal2JsonStartOptions(std::string_view add_tables = {});
 std::string PgOutputStartOptions(std::string_view publication_names);
 
 // A decoder for `plugin_name` ("wal2json" or "pgoutput"); a kConfig error naming the plugin

@@ -331,6 +331,8 @@ class Wal2JsonDecoder::Parser
 };
 
 Wal2JsonDecoder::Wal2JsonDecoder() : parser_(std::make_unique<Parser>()) {}
+Wal2JsonDecoder::Wal2JsonDecoder(std::string add_tables)
+    : parser_(std::make_unique<Parser>()), add_tables_(std::move(add_tables)) {}
 Wal2JsonDecoder::~Wal2JsonDecoder() = default;
 Wal2JsonDecoder::Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept = default;
 Wal2JsonDecoder& Wal2JsonDecoder::operator=(Wal2JsonDecoder&&) noexcept = default;

@@ -28,6 +28,8 @@ namespace walrelay {
 class Wal2JsonDecoder final : public Decoder {
  public:
   Wal2JsonDecoder();
+  // `add_tables`: the add-tables option StartReplicationOptions() passes; empty for none.
+  explicit Wal2JsonDecoder(std::string add_tables);
   ~Wal2JsonDecoder();
   Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept;
   Wal2JsonDecoder& operator=(Wal2JsonDecoder&&) noexcept;
@@ -41,11 +43,14 @@ class Wal2JsonDecoder final : public Decoder {
   Status Decode(std::string_view json, Lsn data_start) override;
   const DecodedMessage* Next() override;
   std::string_view plugin_name() const override { return "wal2json"; }
-  std::string StartReplicationOptions() const override { return Wal2JsonStartOptions(); }
+  std::string StartReplicationOptions() const override {
+    return Wal2JsonStartOptions(add_tables_);
+  }
 
  private:
   class Parser;  // streaming (SAX) parse state, reused between messages
   std::unique_ptr<Parser> parser_;
+  std::string add_tables_;
   DecodedMessage decoded_;  // what Next() hands out after Decode(json, data_start)
   bool pending_ = false;
   // The commit time of the transaction being decoded, so rows need not re-parse it.

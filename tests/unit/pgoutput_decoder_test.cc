@@ -466,6 +466,11 @@ TEST_CASE("decoder seam: MakeDecoder by plugin name, and each plugin's START_REP
         "\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
         "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'");
   DecoderOptions options;
+  options.wal2json_add_tables = "public.outbox,app.it's";
+  auto filtered = MakeDecoder("wal2json", options);
+  REQUIRE(filtered.ok());
+  CHECK((*filtered)->StartReplicationOptions().ends_with(
+      "\"include-types\" '1', \"add-tables\" 'public.outbox,app.it''s'"));
   options.publication_names = "pub_a,it's";
   auto p = MakeDecoder("pgoutput", options);
   REQUIRE(p.ok());

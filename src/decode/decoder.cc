@@ -36,7 +36,7 @@ std::string PgOutputStartOptions(std::string_view publication_names) {
 Result<std::unique_ptr<Decoder>> MakeDecoder(std::string_view plugin_name,
                                              const DecoderOptions& options) {
   if (plugin_name == "wal2json")
-    return std::unique_ptr<Decoder>(std::make_unique<Wal2JsonDecoder>(options.wal2json_add_tables));
+    return std::unique_ptr<Decoder>(std::make_unique<Wal2JsonDecoder>(options));
   if (plugin_name == "pgoutput")
     return std::unique_ptr<Decoder>(std::make_unique<PgOutputDecoder>(options));
   return Status::Config("logical decoding plugin '" + std::string(plugin_name) +

@@ -77,9 +77,15 @@ class Decoder {
   virtual std::string StartReplicationOptions() const = 0;
 };
 
-// Optional answers from the database's catalog that a pgoutput stream does not carry (see
-// docs/architecture.md, "Decoder seam"). Each is asked once per Relation or Type message,
-// never per row; unset or nullopt means "use what the stream says".
+// A table column as the catalog describes it: name and format_type(atttypid, atttypmod).
+struct CatalogColumn {
+  std::string name;
+  std::string type;
+};
+
+// Optional answers from the database's catalog that a stream does not carry (see
+// docs/architecture.md, "Decoder seam"). The pgoutput decoder asks once per Relation or Type
+// message, never per row; unset or nullopt means "use what the stream says".
 struct CatalogLookups {
   // The table's primary key column names in column order (wal2json's "pk"; pgoutput only flags
   // replica identity columns, which are every column under REPLICA IDENTITY FULL).
@@ -89,6 +95,14 @@ struct CatalogLookups {
   // format_type(type_oid, typmod) for a type that is not built in (pgoutput names a domain
   // by its base type).
   std::function<std::optional<std::string>(uint32_t type_oid, int32_t typmod)> type_name;
+  // The table's columns in column order. wal2json leaves unchanged TOASTed values out of an
+  // update's row without saying which; with this lookup the wal2json decoder puts them back
+  // (the old value when the row's identity holds it, else the unavailable-value placeholder),
+  // as the pgoutput decoder gives them. Asked for every update the wal2json decoder reads, so
+  // the caller keeps the answers; pgoutput's decoder does not use it.
+  std::function<std::optional<std::vector<CatalogColumn>>(std::string_view schema,
+                                                          std::string_view table)>
+      table_columns;
 };
 
 struct DecoderOptions {
@@ -117,5 +131,8 @@ bool IsNumberTypeName(std::string_view type);
 // Debezium's unavailable.value.placeholder default: the value of an unchanged TOASTed column
 // that the stream does not carry.
 inline constexpr std::string_view kUnavailableValuePlaceholder = "__debezium_unavailable_value";
+// The same for a bytea column, whose values are hex: the placeholder's bytes.
+inline constexpr std::string_view kUnavailableValuePlaceholderHex =
+    "5f5f646562657a69756d5f756e617661696c61626c655f76616c7565";
 
 }  // namespace walrelay

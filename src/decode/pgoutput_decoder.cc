@@ -191,17 +191,6 @@ ValueClass ClassOf(std::string_view type) {
   return ValueClass::kText;
 }
 
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-std::string HexOf(std::string_view bytes) {
-  std::string out;
-  for (unsigned char c : bytes) {
-    out += kHexDigits[c >> 4];
-    out += kHexDigits[c & 15];
-  }
-  return out;
-}
-
 }  // namespace
 
 // Bounds-checked big-endian reader over one message. A read past the end marks the reader
@@ -638,11 +627,9 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
       if (new_markers_[i] != 'u') continue;
       Column& c = change.columns[i];
       c.kind = ValueKind::kString;
-      if (relation.attributes[i].value_class == ValueClass::kBytea) {
-        c.text = HexOf(kUnavailableValuePlaceholder);
-      } else {
-        c.text.assign(kUnavailableValuePlaceholder);
-      }
+      c.text.assign(relation.attributes[i].value_class == ValueClass::kBytea
+                        ? kUnavailableValuePlaceholderHex
+                        : kUnavailableValuePlaceholder);
     }
     if (!has_old) {
       // The key did not change: wal2json gives the key columns of the new row.

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/lsn.h"
 #include "common/status.h"
@@ -28,8 +29,9 @@ namespace walrelay {
 class Wal2JsonDecoder final : public Decoder {
  public:
   Wal2JsonDecoder();
-  // `add_tables`: the add-tables option StartReplicationOptions() passes; empty for none.
-  explicit Wal2JsonDecoder(std::string add_tables);
+  // Uses options.wal2json_add_tables (for StartReplicationOptions) and
+  // options.catalog.table_columns (unchanged TOASTed values in updates).
+  explicit Wal2JsonDecoder(DecoderOptions options);
   ~Wal2JsonDecoder();
   Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept;
   Wal2JsonDecoder& operator=(Wal2JsonDecoder&&) noexcept;
@@ -44,13 +46,15 @@ class Wal2JsonDecoder final : public Decoder {
   const DecodedMessage* Next() override;
   std::string_view plugin_name() const override { return "wal2json"; }
   std::string StartReplicationOptions() const override {
-    return Wal2JsonStartOptions(add_tables_);
+    return Wal2JsonStartOptions(options_.wal2json_add_tables);
   }
 
  private:
   class Parser;  // streaming (SAX) parse state, reused between messages
   std::unique_ptr<Parser> parser_;
-  std::string add_tables_;
+  DecoderOptions options_;
+  std::vector<Column> filled_;  // scratch for FillUnchangedToast
+  void FillUnchangedToast(RowChange& change);
   DecodedMessage decoded_;  // what Next() hands out after Decode(json, data_start)
   bool pending_ = false;
   // The commit time of the transaction being decoded, so rows need not re-parse it.

@@ -9,6 +9,7 @@
 #   tests/data/decoder_parity_pgoutput.tsv   <lsn> TAB <pgoutput message, hex>   one per line
 #   tests/data/decoder_parity_keys.tsv       <schema> TAB <table> TAB <pk columns, column order>
 #   tests/data/decoder_parity_types.tsv      <type oid> TAB <format_type> (types not built in)
+#   tests/data/decoder_parity_columns.tsv    <schema> TAB <table> TAB <column> TAB <format_type>
 #   fuzz/corpus/pgoutput/captured-*.bin      seeds for fuzz/pgoutput_decoder_fuzz (see there)
 #
 # <lsn> is the position the walsender sends as the XLogData dataStart of that message (the
@@ -166,6 +167,15 @@ GROUP BY n.nspname, c.relname ORDER BY 1, 2;
 SQL
 psql -At -F $'\t' -c "SELECT oid, format_type(oid, NULL) FROM pg_type WHERE oid >= 16384 ORDER BY 1" \
   > "$data_dir/decoder_parity_types.tsv"
+psql -At -F $'\t' > "$data_dir/decoder_parity_columns.tsv" <<'SQL'
+SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+ORDER BY n.nspname, c.relname, a.attnum;
+SQL
 
 # Fuzz seeds: one file per transaction (and per non-transactional message), each preceded by
 # the Relation and Type messages the stream sent before it, framed as the fuzz target reads

@@ -1,7 +1,5 @@
 #include "decode/pgoutput_decoder.h"
 
-#include <cstring>
-
 #include "common/pg_time.h"
 
 namespace walrelay {

@@ -119,9 +119,13 @@ int main(int argc, char** argv) {
   const Result w_outbox = Measure(w, {}, wal2json_outbox, rounds);
   const Result p_outbox = Measure(p, pgoutput_setup, pgoutput_outbox, rounds);
   std::printf("workload              plugin     rows/s        MB/s\n");
-  std::printf("captured, all (%3zu)   wal2json  %10.0f  %8.1f\n", wal2json.size(), w_all.rows_per_s, w_all.mb_per_s);
-  std::printf("captured, all (%3zu)   pgoutput  %10.0f  %8.1f\n", pgoutput.size(), p_all.rows_per_s, p_all.mb_per_s);
-  std::printf("outbox inserts (%2zu)   wal2json  %10.0f  %8.1f\n", wal2json_outbox.size(), w_outbox.rows_per_s, w_outbox.mb_per_s);
-  std::printf("outbox inserts (%2zu)   pgoutput  %10.0f  %8.1f\n", pgoutput_outbox.size(), p_outbox.rows_per_s, p_outbox.mb_per_s);
+  auto line = [](const char* workload, size_t messages, const char* plugin, const Result& r) {
+    std::printf("%-15s (%3zu)   %-8s  %10.0f  %8.1f\n", workload, messages, plugin, r.rows_per_s,
+                r.mb_per_s);
+  };
+  line("captured, all", wal2json.size(), "wal2json", w_all);
+  line("captured, all", pgoutput.size(), "pgoutput", p_all);
+  line("outbox inserts", wal2json_outbox.size(), "wal2json", w_outbox);
+  line("outbox inserts", pgoutput_outbox.size(), "pgoutput", p_outbox);
   return 0;
 }

@@ -45,7 +45,7 @@ Result<std::unique_ptr<Decoder>> MakeDecoder(std::string_view plugin_name,
 
 bool IsNumberTypeName(std::string_view t) {
   return t == "integer" || t == "bigint" || t == "smallint" || t == "real" ||
-         t == "double precision" || t == "oid" || t == "numeric" || t.starts_with("numeric(");
+         t == "double precision" || t == "oid" || t.starts_with("numeric");
 }
 
 }  // namespace walrelay

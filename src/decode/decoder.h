@@ -9,8 +9,9 @@
 //   kChange  change: op, schema, table, columns (new row image), identity (old key or old
 //            row, as wal2json's "identity" gives it), primary_key (column names in column
 //            order, as wal2json's "pk"), xid and commit_time_ms of the enclosing
-//            transaction, lsn = the row's WAL record (its dataStart). Values are PostgreSQL's text output, typed and marked as
-//            change_event.h says, identical for both plugins.
+//            transaction, lsn = the row's WAL record (its dataStart). Values are
+//            PostgreSQL's text output, typed and marked as change_event.h says, identical
+//            for both plugins.
 //   kCommit  commit.end_lsn = the end of the commit record: the position that becomes
 //            confirmable once every row before it is delivered. commit.xid, commit_time_ms.
 //   kMessage message: a pg_logical_emit_message() record; lsn = its dataStart, transactional,
@@ -123,9 +124,11 @@ std::string PgOutputStartOptions(std::string_view publication_names);
 Result<std::unique_ptr<Decoder>> MakeDecoder(std::string_view plugin_name,
                                              const DecoderOptions& options = {});
 
-// Whether values of a column of this type (as wal2json prints type names) are JSON numbers:
-// wal2json writes int2/int4/int8/oid/float4/float8/numeric unquoted, and NaN or infinities of
-// those types as null.
+// Whether values of a column of this type (as wal2json prints type names) are marked
+// ValueKind::kNumber: wal2json writes int2/int4/int8/oid/float4/float8/numeric unquoted, and NaN
+// or infinities of those types as null. Any type whose name starts with "numeric" counts, as it
+// always has in the wal2json path (numeric arrays too: their text, not a JSON number, is then
+// written as a string by transform/change_event_source).
 bool IsNumberTypeName(std::string_view type);
 
 // Debezium's unavailable.value.placeholder default: the value of an unchanged TOASTed column

@@ -122,6 +122,10 @@ std::string_view IntervalFields(int32_t range) {
 std::string FormatBuiltin(const BuiltinType& t, int32_t typmod) {
   std::string out;
   auto paren = [](int32_t n) { return "(" + std::to_string(n) + ")"; };
+  // time, timestamp: "timestamp(3) without time zone", or the plain name without a typmod.
+  auto with_precision = [&](const char* name, const char* zone) {
+    return typmod >= 0 ? name + paren(typmod) + zone : std::string(t.display);
+  };
   switch (t.oid) {
     case 1042:  // bpchar: "bpchar" without a typmod, as format_type keeps it distinct
       return typmod > kVarHdrSz ? "character" + paren(typmod - kVarHdrSz)
@@ -138,12 +142,10 @@ std::string FormatBuiltin(const BuiltinType& t, int32_t typmod) {
         const int32_t scale = ((t_mod & 0x7ff) ^ 1024) - 1024;
         return "numeric(" + std::to_string(precision) + "," + std::to_string(scale) + ")";
       }
-    case 1083: return typmod >= 0 ? "time" + paren(typmod) + " without time zone" : std::string(t.display);
-    case 1266: return typmod >= 0 ? "time" + paren(typmod) + " with time zone" : std::string(t.display);
-    case 1114:
-      return typmod >= 0 ? "timestamp" + paren(typmod) + " without time zone" : std::string(t.display);
-    case 1184:
-      return typmod >= 0 ? "timestamp" + paren(typmod) + " with time zone" : std::string(t.display);
+    case 1083: return with_precision("time", " without time zone");
+    case 1266: return with_precision("time", " with time zone");
+    case 1114: return with_precision("timestamp", " without time zone");
+    case 1184: return with_precision("timestamp", " with time zone");
     case 1560: return typmod >= 0 ? "bit" + paren(typmod) : "bit";
     case 1562: return typmod >= 0 ? "bit varying" + paren(typmod) : "bit varying";
     case 1186: {
@@ -462,7 +464,8 @@ Status PgOutputDecoder::DecodeRelation(Reader& in, Lsn at) {
   }
   RenderTypes(*relation);
   std::optional<std::vector<std::string>> key;
-  if (options_.catalog.primary_key) key = options_.catalog.primary_key(relation->schema, relation->table);
+  if (options_.catalog.primary_key)
+    key = options_.catalog.primary_key(relation->schema, relation->table);
   if (key) {
     relation->primary_key = std::move(*key);
   } else if (relation->replica_identity != 'f') {
@@ -478,7 +481,8 @@ Status PgOutputDecoder::DecodeRelation(Reader& in, Lsn at) {
 Status PgOutputDecoder::ReadTuple(Reader& in, const Relation& relation, bool key_only,
                                   std::vector<Column>& out, std::string& markers, Lsn at) {
   const uint16_t count = in.U16();
-  if (!in.ok()) return DecodeError(at, "truncated row of " + relation.schema + "." + relation.table);
+  if (!in.ok())
+    return DecodeError(at, "truncated row of " + relation.schema + "." + relation.table);
   if (count != relation.attributes.size()) {
     return DecodeError(at, "row of " + relation.schema + "." + relation.table + " has " +
                                std::to_string(count) + " columns, its Relation message " +
@@ -548,7 +552,8 @@ Status PgOutputDecoder::ReadTuple(Reader& in, const Relation& relation, bool key
         break;
     }
   }
-  if (!in.ok()) return DecodeError(at, "truncated row of " + relation.schema + "." + relation.table);
+  if (!in.ok())
+    return DecodeError(at, "truncated row of " + relation.schema + "." + relation.table);
   out.resize(written);
   return Status::Ok();
 }
@@ -581,7 +586,8 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
     has_old = true;
     old_is_full = tuple == 'O';
     // wal2json's identity: the old key's columns only, or the whole old row.
-    WALRELAY_RETURN_IF_ERROR(ReadTuple(in, relation, !old_is_full, change.identity, old_markers_, at));
+    WALRELAY_RETURN_IF_ERROR(
+        ReadTuple(in, relation, !old_is_full, change.identity, old_markers_, at));
     if (kind == 'U') {
       // A full old row is also where unchanged TOASTed values of the new row are found.
       if (old_is_full) {

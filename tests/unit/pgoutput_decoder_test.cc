@@ -137,8 +137,8 @@ std::string Describe(const std::vector<Column>& columns) {
   std::string out;
   for (const auto& c : columns) {
     out += c.name + ":" + c.type + ":" + std::to_string(static_cast<int>(c.kind)) + ":" +
-           c.text.substr(0, 80) + (c.text.size() > 80 ? "…" + std::to_string(c.text.size()) : "") +
-           " | ";
+           c.text.substr(0, 80) +
+           (c.text.size() > 80 ? "…" + std::to_string(c.text.size()) : "") + " | ";
   }
   return out;
 }
@@ -155,8 +155,9 @@ std::vector<std::string> Events(const std::vector<DecodedMessage>& messages) {
         break;
       case MessageKind::kCommit:
         if (txn_has_events)
-          out.push_back("commit xid=" + std::to_string(m.commit.xid) + " end=" +
-                        m.commit.end_lsn.ToString() + " t=" + std::to_string(m.commit.commit_time_ms));
+          out.push_back("commit xid=" + std::to_string(m.commit.xid) +
+                        " end=" + m.commit.end_lsn.ToString() +
+                        " t=" + std::to_string(m.commit.commit_time_ms));
         break;
       case MessageKind::kMessage:
         txn_has_events = txn_has_events || m.message.transactional;
@@ -172,8 +173,8 @@ std::vector<std::string> Events(const std::vector<DecodedMessage>& messages) {
         for (const auto& k : c.primary_key) pk += k + ",";
         out.push_back(std::string("row ") + static_cast<char>(c.op) + " " + c.QualifiedTable() +
                       " lsn=" + c.lsn.ToString() + " xid=" + std::to_string(c.xid) +
-                      " t=" + std::to_string(c.commit_time_ms) + " pk=" + pk +
-                      "\n  columns " + Describe(c.columns) + "\n  identity " + Describe(c.identity));
+                      " t=" + std::to_string(c.commit_time_ms) + " pk=" + pk + "\n  columns " +
+                      Describe(c.columns) + "\n  identity " + Describe(c.identity));
         break;
       }
     }
@@ -266,7 +267,8 @@ TEST_CASE("pgoutput: column types render as wal2json prints them, values as it m
   CHECK(Col(rows[0]->columns, "dom").kind == ValueKind::kString);
 }
 
-TEST_CASE("pgoutput: begin, commit and row LSNs, xids and times of a transaction with several rows") {
+TEST_CASE("pgoutput: begin, commit and row LSNs, xids and times of a transaction with several "
+          "rows") {
   PgOutputDecoder decoder;
   const auto stream = PgOutputStream();
   const auto messages = DecodeAll(decoder, stream);
@@ -390,7 +392,8 @@ TEST_CASE("pgoutput: logical messages, and a truncate of two tables gives one ch
   for (const auto& m : messages)
     if (m.kind == MessageKind::kChange && m.change.op == ChangeOp::kTruncate)
       truncated.push_back(m.change.QualifiedTable());
-  CHECK(truncated == std::vector<std::string>{"public.composite", "public.nokey", "public.nothing"});
+  CHECK(truncated ==
+        std::vector<std::string>{"public.composite", "public.nokey", "public.nothing"});
 }
 
 TEST_CASE("pgoutput: a refused table's rows are excluded without decoding their values") {
@@ -430,7 +433,8 @@ TEST_CASE("pgoutput: a truncated or malformed message is a decode error naming i
   size_t errors = 0;
   for (const auto& m : stream) {
     for (size_t len = 0; len < std::min<size_t>(m.payload.size(), 200); ++len) {
-      const Status status = decoder.Decode(std::string_view(m.payload).substr(0, len), Lsn(0x1234ABCD));
+      const Status status =
+          decoder.Decode(std::string_view(m.payload).substr(0, len), Lsn(0x1234ABCD));
       if (status.ok()) continue;
       ++errors;
       CHECK(status.code() == ErrorCode::kDecode);
@@ -443,8 +447,10 @@ TEST_CASE("pgoutput: a truncated or malformed message is a decode error naming i
   PgOutputDecoder fresh;
   const Status unknown = fresh.Decode(std::string("I\x00\x00\x40\x00N\x00\x00", 8), Lsn(0x10));
   CHECK(unknown.message() ==
-        "pgoutput message at LSN 0/10: row of relation id 16384 that no Relation message announced");
-  CHECK(fresh.Decode("Z", Lsn(0x10)).message().find("unknown message type 'Z'") != std::string::npos);
+        "pgoutput message at LSN 0/10: row of relation id 16384 that no Relation message "
+        "announced");
+  CHECK(fresh.Decode("Z", Lsn(0x10)).message().find("unknown message type 'Z'") !=
+        std::string::npos);
   // Origin: read and skipped.
   REQUIRE(fresh.Decode(std::string("O\0\0\0\0\0\0\0\x01origin\0", 16), Lsn(0x10)).ok());
   CHECK(fresh.Next() == nullptr);
@@ -531,4 +537,34 @@ TEST_CASE("wal2json: with the catalog's column list, unchanged TOASTed values ar
   const auto full = RowsOf(filled, "toasty_full");
   REQUIRE(full.size() == 2);
   CHECK(Col(full[1]->columns, "big").text == Col(full[0]->columns, "big").text);
+}
+
+TEST_CASE("pgoutput: a Type message sent again renames the type for the relation sent after it") {
+  auto be32 = [](uint32_t v) {
+    return std::string{static_cast<char>(v >> 24), static_cast<char>(v >> 16),
+                       static_cast<char>(v >> 8), static_cast<char>(v)};
+  };
+  const uint32_t type_oid = 70001, relation_id = 70002;
+  auto type = [&](const std::string& name) {
+    return "Y" + be32(type_oid) + std::string("app\0", 4) + name + std::string(1, '\0');
+  };
+  // Namespace "app", table "t", REPLICA IDENTITY DEFAULT, one key column "c" of that type.
+  const std::string relation = "R" + be32(relation_id) +
+                               std::string("app\0t\0d\0\x01\x01" "c\0", 12) + be32(type_oid) +
+                               be32(0xffffffff);
+  const std::string insert = "I" + be32(relation_id) + std::string("N\0\x01t", 4) + be32(3) + "red";
+  PgOutputDecoder decoder;
+  std::vector<std::string> seen;
+  for (const char* name : {"colour", "color"}) {
+    REQUIRE(decoder.Decode(type(name), Lsn(0x10)).ok());
+    CHECK(decoder.Next() == nullptr);
+    REQUIRE(decoder.Decode(relation, Lsn(0x10)).ok());
+    REQUIRE(decoder.Decode(insert, Lsn(0x20)).ok());
+    const DecodedMessage* row = decoder.Next();
+    REQUIRE(row != nullptr);
+    seen.push_back(row->change.QualifiedTable() + " " + Describe(row->change.columns));
+  }
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[0] == "app.t c:app.colour:1:red | ");
+  CHECK(seen[1] == "app.t c:app.color:1:red | ");
 }

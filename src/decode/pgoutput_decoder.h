@@ -14,13 +14,14 @@
 //   - ValueKind and text as wal2json renders them: numbers unquoted, their NaN/Infinity null,
 //     booleans true/false, bytea as hex without "\x";
 //   - primary_key from CatalogLookups::primary_key, else from the Relation's key flags
-//     (attribute order; none under REPLICA IDENTITY FULL, where every column is flagged);
+//     (column order, as wal2json's "pk"; none under REPLICA IDENTITY FULL, where every column
+//     is flagged, or NOTHING);
 //   - identity as wal2json's "identity": the old key (DEFAULT / USING INDEX) or old row (FULL);
 //     for an update that kept its key, the key columns of the new row.
 // An unchanged TOASTed value ('u') in an update's new row is taken from the old row when the
 // stream carries it (REPLICA IDENTITY FULL), else it is Debezium's unavailable-value
-// placeholder (bytea: the placeholder's bytes). wal2json leaves such a column out: see
-// docs/architecture.md.
+// placeholder (bytea: the placeholder's bytes); Wal2JsonDecoder gives the same with
+// CatalogLookups::table_columns (docs/architecture.md, "Decoder seam").
 #pragma once
 
 #include <cstdint>

@@ -3,15 +3,18 @@
 //
 // The input is split at '\n' and every line goes through one decoder into one reused
 // DecodedMessage, as a replication stream does, so the decoder's commit-time cache and the
-// storage reuse of `out` between calls are exercised too. Besides crashes and sanitizer
+// storage reuse of `out` between calls are exercised too, and with a catalog column list, the
+// filling of unchanged TOASTed values into updates. Besides crashes and sanitizer
 // reports, it enforces the decoder's contract with the relay: a failure is a kDecode status
 // whose message names the position (exit code 7 and "the message names the LSN" in
 // docs/operations.md depend on that).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/lsn.h"
 #include "decode/wal2json_decoder.h"
@@ -28,7 +31,13 @@ void Fail(const std::string& what, std::string_view line) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
-  walrelay::Wal2JsonDecoder decoder;
+  // A catalog column list for every table, so updates go through the unchanged-TOAST fill.
+  walrelay::DecoderOptions options;
+  options.catalog.table_columns = [](std::string_view, std::string_view) {
+    return std::optional<std::vector<walrelay::CatalogColumn>>(
+        {{"id", "integer"}, {"big", "text"}, {"small", "integer"}, {"bin", "bytea"}});
+  };
+  walrelay::Wal2JsonDecoder decoder(options);
   walrelay::DecodedMessage out;
   // Positions vary per line so a stale one in a message would show.
   uint64_t position = 0x16B3748;

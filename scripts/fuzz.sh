@@ -6,7 +6,8 @@
 #
 # First every committed corpus input runs once at full size (regressions, and no sanitizer
 # report on real wal2json output and real configs); then each target mutates a scratch copy of
-# its corpus, so fuzz/corpus/ is never modified. The two targets run side by side, one per core.
+# its corpus, so fuzz/corpus/ is never modified. Targets run two at a time, one per core
+# ($FUZZ_JOBS), so CI's three targets at 60 s take two minutes.
 # Exits non-zero on any crash, leak, timeout or sanitizer report; the input that caused it is
 # kept in build-fuzz/artifacts/ (reproduce: build-fuzz/fuzz/<target> <file>).
 set -euo pipefail
@@ -20,11 +21,13 @@ fi
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DWALRELAY_BUILD_FUZZERS=ON -DWALRELAY_BUILD_TESTS=OFF >/dev/null
 # Only the fuzz targets: the rest of the tree is not needed here.
-cmake --build build-fuzz -j"${JOBS:-2}" --target wal2json_decoder_fuzz config_loader_fuzz
+cmake --build build-fuzz -j"${JOBS:-2}" --target wal2json_decoder_fuzz pgoutput_decoder_fuzz \
+  config_loader_fuzz
 
 # target:corpus:max_len. max_len bounds mutated inputs (the largest real seed, a TOASTed row,
-# is 30 KB); committed inputs longer than that still run whole in the replay step.
-targets=(wal2json_decoder:wal2json:32768 config_loader:config:8192)
+# is 30 KB; the largest pgoutput seed, a transaction with TOASTed rows, 11 KB); committed inputs
+# longer than that still run whole in the replay step.
+targets=(wal2json_decoder:wal2json:32768 pgoutput_decoder:pgoutput:16384 config_loader:config:8192)
 artifacts="$PWD/build-fuzz/artifacts"
 work=$(mktemp -d "${TMPDIR:-/tmp}/walrelay-fuzz-XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -64,33 +67,38 @@ for t in "${targets[@]}"; do
 done
 [ "$status" -eq 0 ] || exit "$status"
 
-pids=()
-for t in "${targets[@]}"; do
-  IFS=: read -r name corpus max_len <<<"$t"
-  cp -r fuzz/corpus/"$corpus" "$work/$name-corpus"
-  ./build-fuzz/fuzz/"${name}_fuzz" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$name-" \
-    "$work/$name-corpus" >"$work/$name.log" 2>&1 &
-  pids+=($!)
-done
-for i in "${!targets[@]}"; do
-  IFS=: read -r name _ _ <<<"${targets[$i]}"
-  if wait "${pids[$i]}"; then
-    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$name.log")
-    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/$name.log")
-    size=$(ls "$work/$name-corpus" | wc -l)
-    echo "fuzz: $name: ${seconds}s, $execs inputs ($rate/s), corpus grew to $size, no report"
-  else
-    echo "fuzz: $name FAILED (exit $?); its log ends:" >&2
-    report "$work/$name.log"
-    echo "fuzz: inputs kept in $artifacts" >&2
-    # A CI log is all there is of a clean-clone run: show the inputs themselves too.
-    for input in "$artifacts/$name"-*; do
-      [ -f "$input" ] || continue
-      echo "fuzz: $input ($(stat -c %s "$input") bytes), base64:" >&2
-      head -c 4096 "$input" | base64 -w 120 >&2
-    done
-    status=1
-  fi
+# One fuzzer per core: the targets run in rounds of two, so three take two rounds.
+parallel=${FUZZ_JOBS:-2}
+for ((first = 0; first < ${#targets[@]}; first += parallel)); do
+  round=("${targets[@]:first:parallel}")
+  pids=()
+  for t in "${round[@]}"; do
+    IFS=: read -r name corpus max_len <<<"$t"
+    cp -r fuzz/corpus/"$corpus" "$work/$name-corpus"
+    ./build-fuzz/fuzz/"${name}_fuzz" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 \
+      -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$artifacts/$name-" \
+      "$work/$name-corpus" >"$work/$name.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${!round[@]}"; do
+    IFS=: read -r name _ _ <<<"${round[$i]}"
+    if wait "${pids[$i]}"; then
+      execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/$name.log")
+      rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/$name.log")
+      size=$(ls "$work/$name-corpus" | wc -l)
+      echo "fuzz: $name: ${seconds}s, $execs inputs ($rate/s), corpus grew to $size, no report"
+    else
+      echo "fuzz: $name FAILED (exit $?); its log ends:" >&2
+      report "$work/$name.log"
+      echo "fuzz: inputs kept in $artifacts" >&2
+      # A CI log is all there is of a clean-clone run: show the inputs themselves too.
+      for input in "$artifacts/$name"-*; do
+        [ -f "$input" ] || continue
+        echo "fuzz: $input ($(stat -c %s "$input") bytes), base64:" >&2
+        head -c 4096 "$input" | base64 -w 120 >&2
+      done
+      status=1
+    fi
+  done
 done
 exit "$status"

@@ -43,7 +43,7 @@ struct RowChange {
   std::string table;
   std::vector<Column> columns;   // new row image (insert, update); empty for delete/truncate
   std::vector<Column> identity;  // old key image (update with key change, delete)
-  std::vector<std::string> primary_key;  // primary key column names, in key order
+  std::vector<std::string> primary_key;  // primary key column names, in column order (wal2json's "pk")
   int64_t commit_time_ms = 0;    // commit time of the enclosing transaction, ms since epoch
 
   // Finds a column of the new row image by name, or nullptr.

@@ -331,6 +331,8 @@ class Wal2JsonDecoder::Parser
 };
 
 Wal2JsonDecoder::Wal2JsonDecoder() : parser_(std::make_unique<Parser>()) {}
+Wal2JsonDecoder::Wal2JsonDecoder(DecoderOptions options)
+    : parser_(std::make_unique<Parser>()), options_(std::move(options)) {}
 Wal2JsonDecoder::~Wal2JsonDecoder() = default;
 Wal2JsonDecoder::Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept = default;
 Wal2JsonDecoder& Wal2JsonDecoder::operator=(Wal2JsonDecoder&&) noexcept = default;
@@ -367,11 +369,7 @@ Status CheckColumns(const ColumnArray& array, Lsn at, const char* field) {
 void MarkNumbers(std::vector<Column>& cols) {
   for (auto& c : cols) {
     if (c.kind != ValueKind::kString || c.text.empty()) continue;
-    const std::string& t = c.type;
-    if (t == "integer" || t == "bigint" || t == "smallint" || t == "real" ||
-        t == "double precision" || t.rfind("numeric", 0) == 0 || t == "oid") {
-      c.kind = ValueKind::kNumber;
-    }
+    if (IsNumberTypeName(c.type)) c.kind = ValueKind::kNumber;
   }
 }
 
@@ -488,7 +486,55 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   change.primary_key.resize(p.pk.type == JsonType::kArray ? p.pk_names() : 0);
   MarkNumbers(change.columns);
   MarkNumbers(change.identity);
+  if (change.op == ChangeOp::kUpdate && options_.catalog.table_columns) FillUnchangedToast(change);
   return Status::Ok();
+}
+
+void Wal2JsonDecoder::FillUnchangedToast(RowChange& change) {
+  const auto table = options_.catalog.table_columns(change.schema, change.table);
+  if (!table || table->size() <= change.columns.size()) return;
+  auto find = [](std::vector<Column>& columns, const std::string& name) -> Column* {
+    for (auto& c : columns)
+      if (c.name == name) return &c;
+    return nullptr;
+  };
+  // Only columns the catalog knows: a row with one it does not (the table changed since)
+  // stays as wal2json wrote it.
+  for (const auto& c : change.columns) {
+    bool known = false;
+    for (const auto& t : *table) known = known || t.name == c.name;
+    if (!known) return;
+  }
+  filled_.resize(table->size());
+  for (size_t i = 0; i < table->size(); ++i) {
+    const CatalogColumn& t = (*table)[i];
+    Column& out = filled_[i];
+    if (Column* present = find(change.columns, t.name)) {
+      out = std::move(*present);
+    } else if (Column* old = find(change.identity, t.name)) {
+      out = *old;  // REPLICA IDENTITY FULL: the old row holds the unchanged value
+    } else {
+      out.name = t.name;
+      out.type = t.type;
+      out.kind = ValueKind::kString;
+      out.text.assign(t.type == "bytea" ? kUnavailableValuePlaceholderHex
+                                        : kUnavailableValuePlaceholder);
+    }
+  }
+  change.columns.swap(filled_);
+}
+
+Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start) {
+  pending_ = false;
+  WALRELAY_RETURN_IF_ERROR(Decode(json, data_start, decoded_));
+  pending_ = true;
+  return Status::Ok();
+}
+
+const DecodedMessage* Wal2JsonDecoder::Next() {
+  if (!pending_) return nullptr;
+  pending_ = false;
+  return &decoded_;
 }
 
 }  // namespace walrelay

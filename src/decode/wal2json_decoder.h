@@ -5,6 +5,9 @@
 // reuses the storage of `out` between calls so a stream of rows does not allocate per column
 // once warm. Not thread-safe; one decoder per stream.
 //
+// Implements the Decoder seam (decode/decoder.h); the three-argument Decode writes into the
+// caller's message directly.
+//
 // A table filter, when set, is asked about each row's table as soon as its schema and table
 // are read; a row of a table it refuses comes out as kExcludedChange without its columns
 // being parsed or checked, so a row the relay would not relay anyway can never stop it.
@@ -14,31 +17,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/lsn.h"
 #include "common/status.h"
 #include "decode/change_event.h"
+#include "decode/decoder.h"
 
 namespace walrelay {
 
-// kExcludedChange: a row of a table the filter refused; only change.schema, change.table and
-// change.lsn are set.
-enum class MessageKind { kBegin, kChange, kCommit, kMessage, kExcludedChange };
-
-// True when rows of schema.table are wanted.
-using TableFilter = std::function<bool(std::string_view schema, std::string_view table)>;
-
-struct DecodedMessage {
-  MessageKind kind = MessageKind::kBegin;
-  TxnBegin begin;         // valid when kind == kBegin
-  RowChange change;       // valid when kind == kChange
-  TxnCommit commit;       // valid when kind == kCommit
-  LogicalMessage message; // valid when kind == kMessage
-};
-
-class Wal2JsonDecoder {
+class Wal2JsonDecoder final : public Decoder {
  public:
   Wal2JsonDecoder();
+  // Uses options.wal2json_add_tables (for StartReplicationOptions) and
+  // options.catalog.table_columns (unchanged TOASTed values in updates).
+  explicit Wal2JsonDecoder(DecoderOptions options);
   ~Wal2JsonDecoder();
   Wal2JsonDecoder(Wal2JsonDecoder&&) noexcept;
   Wal2JsonDecoder& operator=(Wal2JsonDecoder&&) noexcept;
@@ -46,11 +39,24 @@ class Wal2JsonDecoder {
   // `data_start` is the XLogData dataStart of the CopyData message carrying `json`; it names
   // the position in errors and is the confirmable position for a commit.
   Status Decode(std::string_view json, Lsn data_start, DecodedMessage& out);
-  void SetTableFilter(TableFilter filter);
+  void SetTableFilter(TableFilter filter) override;
+
+  // Decoder: every wal2json message is exactly one DecodedMessage.
+  Status Decode(std::string_view json, Lsn data_start) override;
+  const DecodedMessage* Next() override;
+  std::string_view plugin_name() const override { return "wal2json"; }
+  std::string StartReplicationOptions() const override {
+    return Wal2JsonStartOptions(options_.wal2json_add_tables);
+  }
 
  private:
   class Parser;  // streaming (SAX) parse state, reused between messages
   std::unique_ptr<Parser> parser_;
+  DecoderOptions options_;
+  std::vector<Column> filled_;  // scratch for FillUnchangedToast
+  void FillUnchangedToast(RowChange& change);
+  DecodedMessage decoded_;  // what Next() hands out after Decode(json, data_start)
+  bool pending_ = false;
   // The commit time of the transaction being decoded, so rows need not re-parse it.
   std::string last_timestamp_text_;
   int64_t last_timestamp_ms_ = 0;

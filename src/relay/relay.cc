@@ -1,11 +1,13 @@
 #include "relay/relay.h"
 
+#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
-#include "pg/preflight.h"
 #include "pg/wire_messages.h"
 
 namespace walrelay {
@@ -43,6 +45,7 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
+      receive_timer_(io),
       progress_timer_(io),
       caught_up_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
@@ -70,7 +73,14 @@ Status Relay::Run() {
     return producer.status();
   }
   producer_ = std::move(producer).value();
-  kafka_events_.assign(dup(producer_->event_fd()));
+  const int kafka_events = dup(producer_->event_fd());  // our own fd, as for the socket
+  if (kafka_events < 0) {
+    Status st = Status::Internal(std::string("cannot duplicate librdkafka's event fd: ") +
+                                 std::strerror(errno));
+    spdlog::error("{}", st.ToString());
+    return st;
+  }
+  kafka_events_.assign(kafka_events);
   WaitForKafkaEvents();
   ArmPollTimer();
   ArmStatusTimer();
@@ -84,65 +94,89 @@ Status Relay::Run() {
 
 // --- Connecting, reconnecting, standby -----------------------------------------------------
 
-Status Relay::Connect() {
-  auto conn = ReplicationConnection::Connect(settings_);
-  if (!conn.ok()) return conn.status();
-  conn_.emplace(std::move(conn).value());
+void Relay::TryConnect() {
+  if (stopping_) return;
+  ConnectPlan plan;
+  plan.streamed_before = ever_streamed_;
+  plan.last_confirmed = last_sent_flush_;
+  plan.previous_walsender_pid = std::exchange(restart_walsender_pid_, std::nullopt);
+  connector_.Start(std::move(plan),
+                   [this](Result<SourceSession> attempt) { OnConnectAttempt(std::move(attempt)); });
+}
 
-  PreflightReport report;
-  WALRELAY_RETURN_IF_ERROR(RunPreflight(*conn_, settings_, report));
-  Lsn slot_position = report.slot.confirmed_flush;
-  if (!report.slot.exists) {
-    auto created = conn_->CreateSlot(settings_.slot_name);
-    if (!created.ok()) {
-      // Another relay may have created it in the meantime: then it is simply busy.
-      return Status::Precondition("cannot create replication slot '" + settings_.slot_name +
-                                  "' with plugin wal2json: " + created.status().message());
-    }
-    spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
-                 created->ToString());
-    slot_position = *created;
+void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
+  if (stopping_) return;
+  if (!attempt.ok()) return ConnectFailed(attempt.status());
+  SourceSession& session = *attempt;
+  conn_.emplace(std::move(*session.connection));
+  const int socket = dup(conn_->socket());  // our own fd: closing it never closes libpq's
+  if (socket < 0) {
+    CloseConnection();
+    return Fail(Status::Internal(std::string("cannot duplicate the replication socket: ") +
+                                 std::strerror(errno)));
   }
+  pg_socket_.assign(socket);
+  if (session.slot_created && !session.slot_recreated) {
+    spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
+                 session.slot_position.ToString());
+  }
+  AdoptSlotPosition(session);
+  const std::string add_tables = settings_.Wal2JsonAddTables();
+  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
+               settings_.slot_name, settings_.dbname,
+               add_tables.empty() ? "filtered by regex" : add_tables,
+               session.slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
+  const RelayState before = state_.load();
+  consecutive_failures_ = 0;
+  state_ = RelayState::kStreaming;
+  connection_error_.clear();
+  if (ever_streamed_) ++counters_.reconnects;
+  ever_streamed_ = true;
+  if (paused_) spdlog::info("connected while paused; streaming starts on resume");
+  confirmed_lsn_ = std::max(tracker_.confirmable(), slot_floor_).value();
+  if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
+  WatchReceiving();
+  Pump();
+}
+
+void Relay::AdoptSlotPosition(const SourceSession& session) {
+  const Lsn slot = session.slot_position;
+  // The server never streams below the slot: a flush below it would only be stale.
+  slot_floor_ = slot;
   if (!tracker_initialised_) {
-    tracker_ = DeliveryTracker(slot_position);
+    tracker_ = DeliveryTracker(slot);
     tracker_initialised_ = true;
+    last_sent_flush_ = slot;
+  } else if (session.slot_recreated) {
+    spdlog::error("replication slot '{}' was missing and has been created again "
+                  "(slot.recreate.when.missing=true): rows committed between LSN {} (the last "
+                  "confirmed) and LSN {} (the new slot's start) may be missing from Kafka; "
+                  "republish them from the outbox table or the source of truth",
+                  settings_.slot_name, last_sent_flush_.ToString(), slot.ToString());
+    ++counters_.slots_recreated;
+    tracker_.Rebase(slot);
+  } else if (source_identity_ && !(*source_identity_ == session.identity)) {
+    spdlog::warn("PostgreSQL is not the server streamed from before ({}, now {}: a failover or a "
+                 "promoted standby); slot '{}' is at LSN {}, the relay continues from there and "
+                 "confirms no position learnt from the previous server",
+                 source_identity_->ToString(), session.identity.ToString(), settings_.slot_name,
+                 slot.ToString());
+    tracker_.Rebase(slot);
+  } else if (slot > tracker_.confirmable()) {
+    spdlog::warn("replication slot '{}' is at LSN {}, past LSN {} this relay can confirm (moved "
+                 "by another process); the relay continues from the slot's position",
+                 settings_.slot_name, slot.ToString(), tracker_.confirmable().ToString());
+    tracker_.Rebase(slot);
   } else {
     // Records still in flight stay tracked; the server replays from the slot's position, so
     // a transaction that was open when the connection broke is sent again from its start.
     tracker_.StreamRestarted();
   }
-  const std::string add_tables = settings_.Wal2JsonAddTables();
-  if (Status st = conn_->StartReplication(settings_.slot_name, Lsn(), add_tables); !st.ok()) {
-    // The slot can be taken between the preflight and START_REPLICATION.
-    if (st.message().find("is active for PID") != std::string::npos) {
-      return Status(ErrorCode::kSlotInUse, st.message());
-    }
-    return st;
-  }
-  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
-               settings_.slot_name, settings_.dbname,
-               add_tables.empty() ? "filtered by regex" : add_tables,
-               slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
-  return Status::Ok();
+  source_identity_ = session.identity;
 }
 
-void Relay::TryConnect() {
-  if (stopping_) return;
+void Relay::ConnectFailed(const Status& st) {
   const RelayState before = state_.load();
-  Status st = Connect();
-  if (st.ok()) {
-    consecutive_failures_ = 0;
-    pg_socket_.assign(dup(conn_->socket()));  // our own fd: closing it never closes libpq's
-    state_ = RelayState::kStreaming;
-    connection_error_.clear();
-    if (ever_streamed_) ++counters_.reconnects;
-    ever_streamed_ = true;
-    if (paused_) spdlog::info("connected while paused; streaming starts on resume");
-    confirmed_lsn_ = tracker_.confirmable().value();
-    if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
-    Pump();
-    return;
-  }
   CloseConnection();
   connection_error_ = st.message();
   if (st.code() == ErrorCode::kSlotInUse) {
@@ -191,6 +225,7 @@ void Relay::CloseConnection() {
   pg_socket_.cancel(ignored);
   pg_socket_.close(ignored);
   socket_wait_armed_ = false;
+  receive_timer_.cancel();
   conn_.reset();
 }
 
@@ -244,6 +279,7 @@ void Relay::WaitForSocket() {
                           socket_wait_armed_ = false;
                           if (ec || stopping_ || !conn_) return;
                           if (Status st = conn_->ConsumeInput(); !st.ok()) return OnStreamError(st);
+                          NoteReceived();
                           Pump();
                         });
 }
@@ -336,11 +372,13 @@ void Relay::WarnIfStalled() {
                tracker_.confirmable().ToString());
 }
 
-void Relay::SendStatus() {
+void Relay::SendStatus(bool reply_requested) {
   if (!conn_) return;
-  const Lsn flush = tracker_.confirmable();
+  // Never below the slot's position as read at connect: the server has that already, and a
+  // lower value would come from an older ledger (a standby that lost a race, another server).
+  const Lsn flush = std::max(tracker_.confirmable(), slot_floor_);
   const Lsn write = std::max(received_lsn_, flush);
-  if (Status st = conn_->SendStandbyStatus(write, flush, false); !st.ok()) {
+  if (Status st = conn_->SendStandbyStatus(write, flush, reply_requested); !st.ok()) {
     return OnStreamError(st);
   }
   if (flush != last_sent_flush_) {
@@ -348,6 +386,46 @@ void Relay::SendStatus() {
     last_sent_flush_ = flush;
   }
   confirmed_lsn_ = flush.value();
+}
+
+void Relay::WatchReceiving() {
+  if (settings_.receive_timeout_ms <= 0) return;
+  NoteReceived();
+  ScheduleReceiveCheck();
+}
+
+void Relay::NoteReceived() {
+  last_received_ = std::chrono::steady_clock::now();
+  reply_requested_ = false;
+}
+
+void Relay::ScheduleReceiveCheck() {
+  const std::chrono::milliseconds timeout(settings_.receive_timeout_ms);
+  receive_timer_.expires_at(last_received_ + (reply_requested_ ? timeout : timeout / 2));
+  receive_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || stopping_ || !conn_ || state_ != RelayState::kStreaming) return;
+    CheckReceiving();
+  });
+}
+
+void Relay::CheckReceiving() {
+  // Bytes waiting unread (paused, or backpressured) show the server is alive, too.
+  pollfd readable{conn_->socket(), POLLIN, 0};
+  if (poll(&readable, 1, 0) > 0) NoteReceived();
+  const auto silent = std::chrono::steady_clock::now() - last_received_;
+  const std::chrono::milliseconds timeout(settings_.receive_timeout_ms);
+  if (silent >= timeout / 2 && !reply_requested_) {
+    // An idle walsender sends nothing while it gets our status updates: ask it to answer.
+    reply_requested_ = true;
+    SendStatus(true);
+    if (!conn_) return;
+  } else if (silent >= timeout) {
+    return ConnectionLost(Status::Connection(
+        "nothing received from the server for " + std::to_string(settings_.receive_timeout_ms) +
+        " ms (database.replication.receive.timeout.ms), not even an answer to a status update "
+        "that asked for one"));
+  }
+  ScheduleReceiveCheck();
 }
 
 void Relay::ConfirmWhenCaughtUp() {
@@ -634,6 +712,9 @@ void Relay::Resume() {
 bool Relay::Restart() {
   if (stopping_) return false;
   spdlog::info("restart requested: reconnecting to slot '{}'", settings_.slot_name);
+  // Its walsender lets go of the slot moments after the connection closes.
+  if (conn_) restart_walsender_pid_ = conn_->backend_pid();
+  connector_.Cancel();
   CloseConnection();
   connection_error_ = "restarting";
   state_ = RelayState::kConnecting;
@@ -675,6 +756,7 @@ void Relay::BeginShutdown() {
   stopping_ = true;
   state_ = RelayState::kStopping;
   connect_timer_.cancel();
+  connector_.Cancel();
   boost::system::error_code ignored;
   pg_socket_.cancel(ignored);
   if (!producer_ || tracker_.inflight_records() == 0) return FinishShutdown();
@@ -729,6 +811,7 @@ void Relay::FinishShutdown() {
   poll_timer_.cancel();
   shutdown_timer_.cancel();
   connect_timer_.cancel();
+  receive_timer_.cancel();
   progress_timer_.cancel();
   caught_up_timer_.cancel();
   kafka_events_.cancel(ignored);

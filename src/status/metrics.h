@@ -22,6 +22,7 @@ struct RelayCounters {
   uint64_t dead_letters = 0;                       // handed to the dead-letter topic
   uint64_t skipped = 0;                            // dropped by errors.tolerance=all, no DLQ
   uint64_t reconnects = 0;                         // replication connections re-established
+  uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
 };
 
 class PrometheusText {

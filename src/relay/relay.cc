@@ -98,7 +98,7 @@ void Relay::TryConnect() {
   if (stopping_) return;
   ConnectPlan plan;
   plan.streamed_before = ever_streamed_;
-  plan.last_confirmed = last_sent_flush_;
+  plan.last_confirmed = std::max(last_sent_flush_, slot_floor_);
   plan.previous_walsender_pid = std::exchange(restart_walsender_pid_, std::nullopt);
   connector_.Start(std::move(plan),
                    [this](Result<SourceSession> attempt) { OnConnectAttempt(std::move(attempt)); });
@@ -141,18 +141,18 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
 
 void Relay::AdoptSlotPosition(const SourceSession& session) {
   const Lsn slot = session.slot_position;
+  const Lsn last_confirmed = std::max(last_sent_flush_, slot_floor_);
   // The server never streams below the slot: a flush below it would only be stale.
   slot_floor_ = slot;
   if (!tracker_initialised_) {
     tracker_ = DeliveryTracker(slot);
     tracker_initialised_ = true;
-    last_sent_flush_ = slot;
   } else if (session.slot_recreated) {
     spdlog::error("replication slot '{}' was missing and has been created again "
                   "(slot.recreate.when.missing=true): rows committed between LSN {} (the last "
                   "confirmed) and LSN {} (the new slot's start) may be missing from Kafka; "
                   "republish them from the outbox table or the source of truth",
-                  settings_.slot_name, last_sent_flush_.ToString(), slot.ToString());
+                  settings_.slot_name, last_confirmed.ToString(), slot.ToString());
     ++counters_.slots_recreated;
     tracker_.Rebase(slot);
   } else if (source_identity_ && !(*source_identity_ == session.identity)) {

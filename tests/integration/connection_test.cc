@@ -383,3 +383,21 @@ TEST_CASE("a TLS session the server cuts short is retried, not taken for a refus
   CHECK(out.find("refused the connection") == std::string::npos);
   CHECK(handshakes >= 3);
 }
+
+TEST_CASE("a setup query that hangs is cancelled after database.query.timeout.ms, as a retriable failure") {
+  RelayFixture fx;
+  // Holding pg_tablespace (in the pg_tables view) makes the preflight's look-up of the included
+  // tables wait, while logins go on.
+  Session holder(fx);
+  holder.Exec("BEGIN");
+  holder.Exec("LOCK TABLE pg_catalog.pg_tablespace IN ACCESS EXCLUSIVE MODE");
+  auto relay = fx.SpawnRelay(fx.WriteConfig("hung", {{"database.query.timeout.ms", "1000"},
+                                                     {"errors.max.retries", "0"}}));
+  auto code = relay->Wait(15s);
+  holder.Exec("COMMIT");
+  REQUIRE_MESSAGE(code.ok(), Log(fx));
+  CHECK(*code == 3);
+  CHECK_MESSAGE(Log(fx).find("within 1000 ms (database.query.timeout.ms)") != std::string::npos,
+                Log(fx));
+  CHECK(Log(fx).find("giving up after 0 retries (errors.max.retries)") != std::string::npos);
+}

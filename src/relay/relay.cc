@@ -1,6 +1,5 @@
 #include "relay/relay.h"
 
-#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -45,7 +44,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
-      receive_timer_(io),
+      receive_watch_(io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
+                     [this](const Status& silent) { ConnectionLost(silent); }),
       progress_timer_(io),
       caught_up_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
@@ -135,7 +135,7 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
   if (paused_) spdlog::info("connected while paused; streaming starts on resume");
   confirmed_lsn_ = std::max(tracker_.confirmable(), slot_floor_).value();
   if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
-  WatchReceiving();
+  receive_watch_.Start(conn_->socket());
   Pump();
 }
 
@@ -225,7 +225,7 @@ void Relay::CloseConnection() {
   pg_socket_.cancel(ignored);
   pg_socket_.close(ignored);
   socket_wait_armed_ = false;
-  receive_timer_.cancel();
+  receive_watch_.Stop();
   conn_.reset();
 }
 
@@ -279,7 +279,7 @@ void Relay::WaitForSocket() {
                           socket_wait_armed_ = false;
                           if (ec || stopping_ || !conn_) return;
                           if (Status st = conn_->ConsumeInput(); !st.ok()) return OnStreamError(st);
-                          NoteReceived();
+                          receive_watch_.Received();
                           Pump();
                         });
 }
@@ -386,46 +386,6 @@ void Relay::SendStatus(bool reply_requested) {
     last_sent_flush_ = flush;
   }
   confirmed_lsn_ = flush.value();
-}
-
-void Relay::WatchReceiving() {
-  if (settings_.receive_timeout_ms <= 0) return;
-  NoteReceived();
-  ScheduleReceiveCheck();
-}
-
-void Relay::NoteReceived() {
-  last_received_ = std::chrono::steady_clock::now();
-  reply_requested_ = false;
-}
-
-void Relay::ScheduleReceiveCheck() {
-  const std::chrono::milliseconds timeout(settings_.receive_timeout_ms);
-  receive_timer_.expires_at(last_received_ + (reply_requested_ ? timeout : timeout / 2));
-  receive_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || stopping_ || !conn_ || state_ != RelayState::kStreaming) return;
-    CheckReceiving();
-  });
-}
-
-void Relay::CheckReceiving() {
-  // Bytes waiting unread (paused, or backpressured) show the server is alive, too.
-  pollfd readable{conn_->socket(), POLLIN, 0};
-  if (poll(&readable, 1, 0) > 0) NoteReceived();
-  const auto silent = std::chrono::steady_clock::now() - last_received_;
-  const std::chrono::milliseconds timeout(settings_.receive_timeout_ms);
-  if (silent >= timeout / 2 && !reply_requested_) {
-    // An idle walsender sends nothing while it gets our status updates: ask it to answer.
-    reply_requested_ = true;
-    SendStatus(true);
-    if (!conn_) return;
-  } else if (silent >= timeout) {
-    return ConnectionLost(Status::Connection(
-        "nothing received from the server for " + std::to_string(settings_.receive_timeout_ms) +
-        " ms (database.replication.receive.timeout.ms), not even an answer to a status update "
-        "that asked for one"));
-  }
-  ScheduleReceiveCheck();
 }
 
 void Relay::ConfirmWhenCaughtUp() {
@@ -757,6 +717,7 @@ void Relay::BeginShutdown() {
   state_ = RelayState::kStopping;
   connect_timer_.cancel();
   connector_.Cancel();
+  receive_watch_.Stop();
   boost::system::error_code ignored;
   pg_socket_.cancel(ignored);
   if (!producer_ || tracker_.inflight_records() == 0) return FinishShutdown();
@@ -811,7 +772,7 @@ void Relay::FinishShutdown() {
   poll_timer_.cancel();
   shutdown_timer_.cancel();
   connect_timer_.cancel();
-  receive_timer_.cancel();
+  receive_watch_.Stop();
   progress_timer_.cancel();
   caught_up_timer_.cancel();
   kafka_events_.cancel(ignored);

@@ -56,6 +56,7 @@
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
+#include "relay/receive_watch.h"
 #include "relay/source_connector.h"
 #include "status/metrics.h"
 #include "transform/chain.h"
@@ -112,11 +113,6 @@ class Relay {
   // Sets up the ledger for a new stream: first stream, same slot, or a slot on another server,
   // timeline or position (then the ledger is re-based on the slot's position).
   void AdoptSlotPosition(const SourceSession& session);
-  // database.replication.receive.timeout.ms: a connection that stays silent is lost.
-  void WatchReceiving();
-  void NoteReceived();
-  void ScheduleReceiveCheck();
-  void CheckReceiving();
   void ScheduleConnect(std::chrono::milliseconds delay);
   std::chrono::milliseconds NextBackoff();
   void ConnectionLost(const Status& cause);
@@ -187,9 +183,7 @@ class Relay {
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
-  boost::asio::steady_timer receive_timer_;
-  std::chrono::steady_clock::time_point last_received_;
-  bool reply_requested_ = false;
+  ReceiveWatch receive_watch_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer caught_up_timer_;
   bool caught_up_armed_ = false;

@@ -25,6 +25,7 @@ enum ExitCode : int {
   kExitSlotMissing = 13,
   kExitSlotInvalidated = 14,
   kExitSlotWrongPlugin = 15,
+  kExitSlotGone = 16,
 };
 
 int ExitCodeFor(const Status& status);

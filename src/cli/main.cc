@@ -45,6 +45,7 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kSlotMissing: return kExitSlotMissing;
     case ErrorCode::kSlotInvalidated: return kExitSlotInvalidated;
     case ErrorCode::kSlotWrongPlugin: return kExitSlotWrongPlugin;
+    case ErrorCode::kSlotGone: return kExitSlotGone;
     case ErrorCode::kKafkaAuthentication: return kExitKafkaAuthentication;
     case ErrorCode::kKafkaTls: return kExitKafkaTls;
   }

@@ -20,6 +20,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kSlotInvalidated:
     case ErrorCode::kSlotWrongPlugin:
     case ErrorCode::kSlotInUse: return "setup error";
+    case ErrorCode::kSlotGone: return "slot lost";
     case ErrorCode::kAuthentication: return "authentication error";
     case ErrorCode::kKafkaAuthentication: return "kafka authentication error";
     case ErrorCode::kKafkaTls: return "kafka TLS error";

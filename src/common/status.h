@@ -33,6 +33,7 @@ enum class ErrorCode {
   kSlotWrongPlugin,   // the slot uses another output plugin
   kAuthentication,    // PostgreSQL refused the login (password, pg_hba, unknown role/db)
   kSlotInUse,         // another process streams from the slot (a standby waits for it)
+  kSlotGone,          // the slot this relay streamed from no longer exists
   // Kafka refusing the producer itself, not one record: retrying cannot cure these.
   kKafkaAuthentication,  // SASL authentication failed (mechanism, username, password)
   kKafkaTls,             // TLS handshake failed (untrusted certificate either way, bad key)

@@ -23,7 +23,7 @@ constexpr const char* kAcceptedWithoutEffect[] = {
     "key.converter.schemas.enable", "value.converter.schemas.enable", "tombstones.on.delete",
     "time.precision.mode", "decimal.handling.mode", "binary.handling.mode", "max.batch.size",
     "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
-    "schema.include.list", "include.schema.changes", "database.server.name", "database.tcpKeepAlive",
+    "schema.include.list", "include.schema.changes", "database.server.name",
     "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms", "slot.max.retries",
     "errors.log.enable", "errors.log.include.messages", "retriable.restart.connector.wait.ms",
     "errors.deadletterqueue.topic.replication.factor", "errors.retry.delay.max.ms",
@@ -325,7 +325,38 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   }
   auto connect_timeout = p.GetInt("database.connect.timeout.ms", 10000, 1000, 3600000);
   if (!connect_timeout.ok()) return connect_timeout.status();
+  s.connect_timeout_ms = *connect_timeout;
   s.pg_params.emplace_back("connect_timeout", std::to_string((*connect_timeout + 999) / 1000));
+  // A peer that vanished without closing the connection (a failed-over host, a dropped NAT
+  // entry) is otherwise noticed only by the kernel's retransmission limit, about 15 minutes.
+  auto keepalive = p.GetBool("database.tcpKeepAlive", true);
+  if (!keepalive.ok()) return keepalive.status();
+  auto keepalive_idle = p.GetInt("database.tcp.keepalive.idle.ms", 30000, 1000, 3600000);
+  if (!keepalive_idle.ok()) return keepalive_idle.status();
+  auto keepalive_interval = p.GetInt("database.tcp.keepalive.interval.ms", 10000, 1000, 3600000);
+  if (!keepalive_interval.ok()) return keepalive_interval.status();
+  auto keepalive_count = p.GetInt("database.tcp.keepalive.count", 3, 1, 100);
+  if (!keepalive_count.ok()) return keepalive_count.status();
+  auto user_timeout = p.GetInt("database.tcp.user.timeout.ms", 60000, 0, 3600000);
+  if (!user_timeout.ok()) return user_timeout.status();
+  s.pg_params.emplace_back("keepalives", *keepalive ? "1" : "0");
+  if (*keepalive) {
+    s.pg_params.emplace_back("keepalives_idle", std::to_string((*keepalive_idle + 999) / 1000));
+    s.pg_params.emplace_back("keepalives_interval",
+                             std::to_string((*keepalive_interval + 999) / 1000));
+    s.pg_params.emplace_back("keepalives_count", std::to_string(*keepalive_count));
+    s.pg_params.emplace_back("tcp_user_timeout", std::to_string(*user_timeout));
+  }
+  auto query_timeout = p.GetInt("database.query.timeout.ms", 30000, 0, 3600000);
+  if (!query_timeout.ok()) return query_timeout.status();
+  s.query_timeout_ms = *query_timeout;
+  auto receive_timeout = p.GetInt("database.replication.receive.timeout.ms", 75000, 0, 3600000);
+  if (!receive_timeout.ok()) return receive_timeout.status();
+  if (*receive_timeout != 0 && *receive_timeout < 1000) {
+    return Status::Config("'database.replication.receive.timeout.ms' must be 0 (never) or at "
+                          "least 1000, got " + std::to_string(*receive_timeout));
+  }
+  s.receive_timeout_ms = *receive_timeout;
   s.pg_params.emplace_back("application_name", "walrelay");
 
   s.slot_name = p.GetString("slot.name", "debezium");
@@ -346,6 +377,9 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto create = p.GetBool("slot.create", true);
   if (!create.ok()) return create.status();
   s.slot_create = *create;
+  auto recreate = p.GetBool("slot.recreate.when.missing", false);
+  if (!recreate.ok()) return recreate.status();
+  s.slot_recreate_when_missing = *recreate;
 
   s.table_include = p.GetList("table.include.list", {"public.outbox"});
   if (s.table_include.empty()) return Status::Config("'table.include.list' must name at least one table");

@@ -68,6 +68,17 @@ struct RelaySettings {
   int64_t shutdown_timeout_ms = 30000;
   bool slot_drop_on_stop = false;
   bool slot_create = true;
+  // slot.recreate.when.missing: once this relay has streamed from the slot, a missing slot
+  // stops it (rows since its last confirmed LSN may be lost) unless this allows re-creating it.
+  bool slot_recreate_when_missing = false;
+
+  // Connecting and watching the replication connection.
+  int64_t connect_timeout_ms = 10000;  // database.connect.timeout.ms
+  int64_t query_timeout_ms = 30000;    // database.query.timeout.ms: each setup query; 0 = none
+  // database.replication.receive.timeout.ms: with nothing received for half of it a status
+  // update asks the server to answer; with nothing for all of it the connection counts as
+  // lost. 0 = never.
+  int64_t receive_timeout_ms = 75000;
 
   // Reconnecting to PostgreSQL and waiting as a standby.
   int64_t reconnect_backoff_initial_ms = 500;

@@ -96,6 +96,13 @@ std::optional<uint64_t> DeliveryTracker::OldestPending() const {
   return std::nullopt;
 }
 
+void DeliveryTracker::Rebase(Lsn position) {
+  transaction_open_ = false;
+  confirmable_ = position;
+  for (Entry& e : entries_)
+    if (e.state == State::kCommit) e.lsn = position;
+}
+
 void DeliveryTracker::ServerPosition(Lsn wal_end) {
   if (idle() && !failure_ && wal_end > confirmable_) confirmable_ = wal_end;
 }

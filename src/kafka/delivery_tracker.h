@@ -53,6 +53,11 @@ class DeliveryTracker {
   std::optional<Source> SourceOf(uint64_t ticket) const;
   // The replication stream restarted: a transaction that was open is replayed from its start.
   void StreamRestarted() { transaction_open_ = false; }
+  // The stream now continues from `position` (the slot's, on another server or timeline, or
+  // moved by someone else): it becomes the confirmable position, even below the current one.
+  // Records in flight stay tracked for their acknowledgements, but the commit positions learnt
+  // before are never confirmed: the server replays everything after `position`.
+  void Rebase(Lsn position);
   // The transaction ends; its end LSN becomes confirmable once its records are acknowledged.
   void CommitTransaction(Lsn end_lsn);
 

@@ -1,10 +1,35 @@
 #include "pg/replication_connection.h"
 
+#include <poll.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+
 #include "common/pg_time.h"
+#include "pg/connect_failure.h"
 #include "pg/wire_messages.h"
 
 namespace walrelay {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr const char* kDuplicateObject = "42710";
+constexpr const char* kObjectInUse = "55006";
+
+// Waits until `fd` is ready for `events`, at most until `deadline` and at most 100 ms, so the
+// caller looks at its cancel flag in between.
+void WaitForSocket(int fd, short events, Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const int slice = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 100));
+  if (fd < 0) {
+    poll(nullptr, 0, slice);
+    return;
+  }
+  pollfd p{fd, events, 0};
+  poll(&p, 1, slice);
+}
 
 std::string Trimmed(const char* message) {
   std::string s = message ? message : "";
@@ -22,7 +47,8 @@ std::string ParamValue(const RelaySettings& s, const std::string& key) {
 
 }  // namespace
 
-Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings& settings) {
+Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings& settings,
+                                                            const std::atomic<bool>* cancel) {
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : settings.pg_params) {
     keys.push_back(k.c_str());
@@ -34,27 +60,34 @@ Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings
   values.push_back(nullptr);
   const std::string where = ParamValue(settings, "host") + ":" + ParamValue(settings, "port") + "/" +
                             ParamValue(settings, "dbname") + " as " + ParamValue(settings, "user");
-  PgConnPtr conn(PQconnectdbParams(keys.data(), values.data(), 0));
+  PgConnPtr conn(PQconnectStartParams(keys.data(), values.data(), 0));
   if (!conn) return Status::Connection("out of memory connecting to PostgreSQL at " + where);
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
+  // Verbose errors carry the server's SQLSTATE, which decides whether to retry.
+  PQsetErrorVerbosity(conn.get(), PQERRORS_VERBOSE);
+  auto failed = [&]() -> Status {
     // libpq's text names host and user but never the password.
-    const std::string message = Trimmed(PQerrorMessage(conn.get()));
-    // A server that answered and refused us will refuse again: do not retry those.
-    if (message.find("replication role") != std::string::npos) {
-      return Status(ErrorCode::kNoReplicationRole,
-                    "the user in 'database.user' may not stream (" + message +
-                        "); run ALTER ROLE <user> WITH REPLICATION");
+    ConnectFailure failure = ParseVerboseConnectError(PQerrorMessage(conn.get()));
+    failure.where = where;
+    failure.needs_password = PQconnectionNeedsPassword(conn.get()) != 0;
+    return ClassifyConnectFailure(failure);
+  };
+  const auto deadline = Clock::now() + std::chrono::milliseconds(settings.connect_timeout_ms);
+  PostgresPollingStatusType polling = PGRES_POLLING_WRITING;
+  while (true) {
+    if (PQstatus(conn.get()) == CONNECTION_BAD || polling == PGRES_POLLING_FAILED) return failed();
+    if (polling == PGRES_POLLING_OK) break;
+    if (cancel && cancel->load()) return Status::Connection("connecting to " + where + " was cancelled");
+    if (Clock::now() >= deadline) {
+      return Status::Connection("cannot connect to PostgreSQL at " + where + ": no answer within " +
+                                std::to_string(settings.connect_timeout_ms) +
+                                " ms (database.connect.timeout.ms)");
     }
-    for (const char* refusal : {"authentication failed", "no pg_hba.conf entry", "does not exist",
-                                "certificate", "SSL", "permission denied", "password"}) {
-      if (message.find(refusal) != std::string::npos) {
-        return Status(ErrorCode::kAuthentication,
-                      "PostgreSQL at " + where + " refused the connection: " + message);
-      }
-    }
-    return Status::Connection("cannot connect to PostgreSQL at " + where + ": " + message);
+    // The socket can change between attempts (several addresses, SSL then plain).
+    WaitForSocket(PQsocket(conn.get()), polling == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+    polling = PQconnectPoll(conn.get());
   }
-  return ReplicationConnection(std::move(conn), where);
+  PQsetErrorVerbosity(conn.get(), PQERRORS_DEFAULT);
+  return ReplicationConnection(std::move(conn), where, cancel, settings.query_timeout_ms);
 }
 
 Status ReplicationConnection::Error(const std::string& what) const {
@@ -66,12 +99,45 @@ std::string ReplicationConnection::Quote(const std::string& literal) {
   return quoted ? std::string(quoted.get()) : "''";
 }
 
-Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStatusType expected) {
-  PgResultPtr res(PQexec(conn_.get(), sql.c_str()));
+Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStatusType expected,
+                                                 Limit limit) {
+  last_sqlstate_.clear();
+  const std::string what = "'" + sql.substr(0, 120) + "'";
+  if (PQsendQuery(conn_.get(), sql.c_str()) == 0) return Error("could not send " + what);
+  const auto deadline = limit == Limit::kQueryTimeout && query_timeout_ms_ > 0
+                            ? Clock::now() + std::chrono::milliseconds(query_timeout_ms_)
+                            : Clock::time_point::max();
+  while (PQisBusy(conn_.get())) {
+    const bool stop = cancelled();
+    if (stop || Clock::now() >= deadline) {
+      // The server stops working on it; the caller drops this connection.
+      if (std::unique_ptr<PGcancel, void (*)(PGcancel*)> handle{PQgetCancel(conn_.get()),
+                                                                 PQfreeCancel}) {
+        char ignored[256];
+        PQcancel(handle.get(), ignored, sizeof ignored);
+      }
+      if (stop) return Status::Connection(what + " was cancelled (" + where_ + ")");
+      return Status::Connection("PostgreSQL (" + where_ + ") did not answer " + what + " within " +
+                                std::to_string(query_timeout_ms_) +
+                                " ms (database.query.timeout.ms)");
+    }
+    WaitForSocket(PQsocket(conn_.get()), POLLIN, deadline);
+    if (PQconsumeInput(conn_.get()) == 0) return Error("lost the connection during " + what);
+  }
+  PgResultPtr res;
+  while (PgResultPtr next{PQgetResult(conn_.get())}) {
+    const ExecStatusType status = PQresultStatus(next.get());
+    // The first error is the cause; COPY results come last and end the query's results.
+    if (!res || PQresultStatus(res.get()) != PGRES_FATAL_ERROR) res = std::move(next);
+    if (status == PGRES_COPY_BOTH || status == PGRES_COPY_IN || status == PGRES_COPY_OUT) break;
+  }
   if (!res || PQresultStatus(res.get()) != expected) {
+    if (res) {
+      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+      last_sqlstate_ = state ? state : "";
+    }
     const char* msg = res ? PQresultErrorMessage(res.get()) : PQerrorMessage(conn_.get());
-    return Status::Connection("PostgreSQL (" + where_ + ") rejected '" + sql.substr(0, 120) +
-                              "': " + Trimmed(msg));
+    return Status::Connection("PostgreSQL (" + where_ + ") rejected " + what + ": " + Trimmed(msg));
   }
   return res;
 }
@@ -92,6 +158,7 @@ Result<ServerInfo> ReplicationConnection::InspectServer() {
   auto ident = Exec("IDENTIFY_SYSTEM", PGRES_TUPLES_OK);
   if (!ident.ok()) return ident.status();
   info.system_id = PQgetvalue(ident->get(), 0, 0);
+  info.timeline = std::atoi(PQgetvalue(ident->get(), 0, 1));
   return info;
 }
 
@@ -134,8 +201,21 @@ Result<std::vector<std::string>> ReplicationConnection::MissingTables(
 }
 
 Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name) {
-  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL wal2json", PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status();
+  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL wal2json", PGRES_TUPLES_OK,
+                  Limit::kNone);
+  if (!res.ok()) {
+    if (last_sqlstate_ == kDuplicateObject) {
+      return Status(ErrorCode::kSlotInUse, "replication slot '" + slot_name +
+                                               "' was created by another process meanwhile (" +
+                                               res.status().message() + ")");
+    }
+    // The server refused it (no wal2json, no free slot, ...): waiting does not change that.
+    if (!last_sqlstate_.empty()) {
+      return Status::Precondition("cannot create replication slot '" + slot_name +
+                                  "' with plugin wal2json: " + res.status().message());
+    }
+    return res.status();
+  }
   return Lsn::Parse(PQgetvalue(res->get(), 0, 1));
 }
 
@@ -152,6 +232,9 @@ Status ReplicationConnection::StartReplication(const std::string& slot_name, Lsn
   if (!add_tables.empty()) sql += ", \"add-tables\" " + Quote(add_tables);
   sql += ")";
   auto res = Exec(sql, PGRES_COPY_BOTH);
+  if (!res.ok() && last_sqlstate_ == kObjectInUse) {
+    return Status(ErrorCode::kSlotInUse, res.status().message());
+  }
   return res.ok() ? Status::Ok() : res.status();
 }
 

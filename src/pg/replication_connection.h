@@ -4,8 +4,16 @@
 //
 // Streaming is non-blocking on the read side: ReadMessage() returns what libpq has buffered
 // and the caller waits on socket() for more. Not thread-safe.
+//
+// Connecting and the setup queries wait in slices, so they can be interrupted: with a cancel
+// flag (Connect's `cancel`) set from another thread the connection attempt ends, or the running
+// query is cancelled on the server (PQcancel), within about 100 ms. Setup queries are limited
+// to database.query.timeout.ms; CREATE_REPLICATION_SLOT is not, as it waits for the
+// transactions running on the server to end, however long they take.
+// Failures say by their ErrorCode whether retrying can help (pg/connect_failure.h).
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -33,7 +41,8 @@ struct ServerInfo {
   int server_version = 0;  // e.g. 150018
   std::string wal_level;
   bool can_replicate = false;  // REPLICATION or superuser
-  std::string system_id;
+  std::string system_id;  // IDENTIFY_SYSTEM: which cluster
+  int timeline = 0;       // IDENTIFY_SYSTEM: which timeline (a promoted standby starts a new one)
   Lsn current_wal;
 };
 
@@ -41,22 +50,30 @@ class ReplicationConnection {
  public:
   // Connects with `settings.pg_params` plus replication=database. Errors never contain the
   // password: libpq's message is reported with the host/port/db/user it was for.
-  static Result<ReplicationConnection> Connect(const RelaySettings& settings);
+  // `cancel`, if given, must outlive the connection.
+  static Result<ReplicationConnection> Connect(const RelaySettings& settings,
+                                               const std::atomic<bool>* cancel = nullptr);
 
   Result<ServerInfo> InspectServer();
   Result<SlotInfo> InspectSlot(const std::string& slot_name);
   // Whether every plain table name in `tables` exists; returns the missing ones.
   Result<std::vector<std::string>> MissingTables(const std::vector<std::string>& tables);
 
-  // CREATE_REPLICATION_SLOT ... LOGICAL wal2json; returns the slot's consistent point.
+  // CREATE_REPLICATION_SLOT ... LOGICAL wal2json; returns the slot's consistent point. A slot
+  // of that name created meanwhile by another process is kSlotInUse.
   Result<Lsn> CreateSlot(const std::string& slot_name);
   Status DropSlot(const std::string& slot_name);
 
   // START_REPLICATION with the wal2json options walrelay decodes. `start` 0/0 resumes from
-  // the slot's confirmed_flush_lsn; the server never goes below it.
+  // the slot's confirmed_flush_lsn; the server never goes below it. A slot taken meanwhile by
+  // another process is kSlotInUse.
   Status StartReplication(const std::string& slot_name, Lsn start, const std::string& add_tables);
 
   int socket() const { return PQsocket(conn_.get()); }
+  // The server process serving this connection (the walsender).
+  int backend_pid() const { return PQbackendPID(conn_.get()); }
+  // Forgets Connect's cancel flag, for a connection that outlives it.
+  void ForgetCancelFlag() { cancel_ = nullptr; }
 
   enum class ReadStatus { kMessage, kWouldBlock, kEnded };
   // Next CopyData message, if libpq has one buffered. The view stays valid until the next call.
@@ -68,14 +85,25 @@ class ReplicationConnection {
   Status EndStreaming();
 
  private:
-  explicit ReplicationConnection(PgConnPtr conn, std::string where)
-      : conn_(std::move(conn)), where_(std::move(where)) {}
-  Result<PgResultPtr> Exec(const std::string& sql, ExecStatusType expected);
+  ReplicationConnection(PgConnPtr conn, std::string where, const std::atomic<bool>* cancel,
+                        int64_t query_timeout_ms)
+      : conn_(std::move(conn)),
+        where_(std::move(where)),
+        cancel_(cancel),
+        query_timeout_ms_(query_timeout_ms) {}
+  enum class Limit { kQueryTimeout, kNone };
+  // Runs `sql`; a failure's SQLSTATE is left in last_sqlstate_.
+  Result<PgResultPtr> Exec(const std::string& sql, ExecStatusType expected,
+                           Limit limit = Limit::kQueryTimeout);
   std::string Quote(const std::string& literal);
   Status Error(const std::string& what) const;
+  bool cancelled() const { return cancel_ && cancel_->load(); }
 
   PgConnPtr conn_;
   std::string where_;  // "host:port/db as user", for messages
+  const std::atomic<bool>* cancel_ = nullptr;
+  int64_t query_timeout_ms_ = 0;
+  std::string last_sqlstate_;
   PgBufferPtr buffer_;
 };
 

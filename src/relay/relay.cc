@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "pg/preflight.h"
 #include "pg/wire_messages.h"
 
 namespace walrelay {
@@ -45,6 +44,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
+      receive_watch_(io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
+                     [this](const Status& silent) { ConnectionLost(silent); }),
       progress_timer_(io),
       caught_up_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
@@ -99,65 +100,89 @@ Status Relay::Run() {
 
 // --- Connecting, reconnecting, standby -----------------------------------------------------
 
-Status Relay::Connect() {
-  auto conn = ReplicationConnection::Connect(settings_);
-  if (!conn.ok()) return conn.status();
-  conn_.emplace(std::move(conn).value());
+void Relay::TryConnect() {
+  if (stopping_) return;
+  ConnectPlan plan;
+  plan.streamed_before = ever_streamed_;
+  plan.last_confirmed = std::max(last_sent_flush_, slot_floor_);
+  plan.previous_walsender_pid = std::exchange(restart_walsender_pid_, std::nullopt);
+  connector_.Start(std::move(plan),
+                   [this](Result<SourceSession> attempt) { OnConnectAttempt(std::move(attempt)); });
+}
 
-  PreflightReport report;
-  WALRELAY_RETURN_IF_ERROR(RunPreflight(*conn_, settings_, report));
-  Lsn slot_position = report.slot.confirmed_flush;
-  if (!report.slot.exists) {
-    auto created = conn_->CreateSlot(settings_.slot_name);
-    if (!created.ok()) {
-      // Another relay may have created it in the meantime: then it is simply busy.
-      return Status::Precondition("cannot create replication slot '" + settings_.slot_name +
-                                  "' with plugin wal2json: " + created.status().message());
-    }
-    spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
-                 created->ToString());
-    slot_position = *created;
+void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
+  if (stopping_) return;
+  if (!attempt.ok()) return ConnectFailed(attempt.status());
+  SourceSession& session = *attempt;
+  conn_.emplace(std::move(*session.connection));
+  const int socket = dup(conn_->socket());  // our own fd: closing it never closes libpq's
+  if (socket < 0) {
+    CloseConnection();
+    return Fail(Status::Internal(std::string("cannot duplicate the replication socket: ") +
+                                 std::strerror(errno)));
   }
+  pg_socket_.assign(socket);
+  if (session.slot_created && !session.slot_recreated) {
+    spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
+                 session.slot_position.ToString());
+  }
+  AdoptSlotPosition(session);
+  const std::string add_tables = settings_.Wal2JsonAddTables();
+  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
+               settings_.slot_name, settings_.dbname,
+               add_tables.empty() ? "filtered by regex" : add_tables,
+               session.slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
+  const RelayState before = state_.load();
+  consecutive_failures_ = 0;
+  state_ = RelayState::kStreaming;
+  connection_error_.clear();
+  if (ever_streamed_) ++counters_.reconnects;
+  ever_streamed_ = true;
+  if (paused_) spdlog::info("connected while paused; streaming starts on resume");
+  confirmed_lsn_ = std::max(tracker_.confirmable(), slot_floor_).value();
+  if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
+  receive_watch_.Start(conn_->socket());
+  Pump();
+}
+
+void Relay::AdoptSlotPosition(const SourceSession& session) {
+  const Lsn slot = session.slot_position;
+  const Lsn last_confirmed = std::max(last_sent_flush_, slot_floor_);
+  // The server never streams below the slot: a flush below it would only be stale.
+  slot_floor_ = slot;
   if (!tracker_initialised_) {
-    tracker_ = DeliveryTracker(slot_position);
+    tracker_ = DeliveryTracker(slot);
     tracker_initialised_ = true;
+  } else if (session.slot_recreated) {
+    spdlog::error("replication slot '{}' was missing and has been created again "
+                  "(slot.recreate.when.missing=true): rows committed between LSN {} (the last "
+                  "confirmed) and LSN {} (the new slot's start) may be missing from Kafka; "
+                  "republish them from the outbox table or the source of truth",
+                  settings_.slot_name, last_confirmed.ToString(), slot.ToString());
+    ++counters_.slots_recreated;
+    tracker_.Rebase(slot);
+  } else if (source_identity_ && !(*source_identity_ == session.identity)) {
+    spdlog::warn("PostgreSQL is not the server streamed from before ({}, now {}: a failover or a "
+                 "promoted standby); slot '{}' is at LSN {}, the relay continues from there and "
+                 "confirms no position learnt from the previous server",
+                 source_identity_->ToString(), session.identity.ToString(), settings_.slot_name,
+                 slot.ToString());
+    tracker_.Rebase(slot);
+  } else if (slot > tracker_.confirmable()) {
+    spdlog::warn("replication slot '{}' is at LSN {}, past LSN {} this relay can confirm (moved "
+                 "by another process); the relay continues from the slot's position",
+                 settings_.slot_name, slot.ToString(), tracker_.confirmable().ToString());
+    tracker_.Rebase(slot);
   } else {
     // Records still in flight stay tracked; the server replays from the slot's position, so
     // a transaction that was open when the connection broke is sent again from its start.
     tracker_.StreamRestarted();
   }
-  const std::string add_tables = settings_.Wal2JsonAddTables();
-  if (Status st = conn_->StartReplication(settings_.slot_name, Lsn(), add_tables); !st.ok()) {
-    // The slot can be taken between the preflight and START_REPLICATION.
-    if (st.message().find("is active for PID") != std::string::npos) {
-      return Status(ErrorCode::kSlotInUse, st.message());
-    }
-    return st;
-  }
-  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
-               settings_.slot_name, settings_.dbname,
-               add_tables.empty() ? "filtered by regex" : add_tables,
-               slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
-  return Status::Ok();
+  source_identity_ = session.identity;
 }
 
-void Relay::TryConnect() {
-  if (stopping_) return;
+void Relay::ConnectFailed(const Status& st) {
   const RelayState before = state_.load();
-  Status st = Connect();
-  if (st.ok()) {
-    consecutive_failures_ = 0;
-    pg_socket_.assign(dup(conn_->socket()));  // our own fd: closing it never closes libpq's
-    state_ = RelayState::kStreaming;
-    connection_error_.clear();
-    if (ever_streamed_) ++counters_.reconnects;
-    ever_streamed_ = true;
-    if (paused_) spdlog::info("connected while paused; streaming starts on resume");
-    confirmed_lsn_ = tracker_.confirmable().value();
-    if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
-    Pump();
-    return;
-  }
   CloseConnection();
   connection_error_ = st.message();
   if (st.code() == ErrorCode::kSlotInUse) {
@@ -206,6 +231,7 @@ void Relay::CloseConnection() {
   pg_socket_.cancel(ignored);
   pg_socket_.close(ignored);
   socket_wait_armed_ = false;
+  receive_watch_.Stop();
   conn_.reset();
 }
 
@@ -261,6 +287,7 @@ void Relay::WaitForSocket() {
                           socket_wait_armed_ = false;
                           if (ec || stopping_ || !conn_) return;
                           if (Status st = conn_->ConsumeInput(); !st.ok()) return OnStreamError(st);
+                          receive_watch_.Received();
                           Pump();
                         });
 }
@@ -353,11 +380,13 @@ void Relay::WarnIfStalled() {
                tracker_.confirmable().ToString());
 }
 
-void Relay::SendStatus() {
+void Relay::SendStatus(bool reply_requested) {
   if (!conn_) return;
-  const Lsn flush = tracker_.confirmable();
+  // Never below the slot's position as read at connect: the server has that already, and a
+  // lower value would come from an older ledger (a standby that lost a race, another server).
+  const Lsn flush = std::max(tracker_.confirmable(), slot_floor_);
   const Lsn write = std::max(received_lsn_, flush);
-  if (Status st = conn_->SendStandbyStatus(write, flush, false); !st.ok()) {
+  if (Status st = conn_->SendStandbyStatus(write, flush, reply_requested); !st.ok()) {
     return OnStreamError(st);
   }
   if (flush != last_sent_flush_) {
@@ -715,6 +744,9 @@ void Relay::Resume() {
 bool Relay::Restart() {
   if (stopping_) return false;
   spdlog::info("restart requested: reconnecting to slot '{}'", settings_.slot_name);
+  // Its walsender lets go of the slot moments after the connection closes.
+  if (conn_) restart_walsender_pid_ = conn_->backend_pid();
+  connector_.Cancel();
   CloseConnection();
   connection_error_ = "restarting";
   state_ = RelayState::kConnecting;
@@ -756,6 +788,8 @@ void Relay::BeginShutdown() {
   stopping_ = true;
   state_ = RelayState::kStopping;
   connect_timer_.cancel();
+  connector_.Cancel();
+  receive_watch_.Stop();
   boost::system::error_code ignored;
   pg_socket_.cancel(ignored);
   if (!producer_ || tracker_.inflight_records() == 0) return FinishShutdown();
@@ -810,6 +844,7 @@ void Relay::FinishShutdown() {
   poll_timer_.cancel();
   shutdown_timer_.cancel();
   connect_timer_.cancel();
+  receive_watch_.Stop();
   progress_timer_.cancel();
   caught_up_timer_.cancel();
   kafka_events_.cancel(ignored);

@@ -11,9 +11,17 @@
 // librdkafka's own queue refuses (QUEUE_FULL) is held, unconfirmed, the stream pauses the same
 // way, and the record goes out when a delivery report has made room.
 //
+// Connecting runs off the loop (relay/source_connector.h), so the REST API and delivery
+// reports are served meanwhile.
+//
 // Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
-// jitter while Kafka deliveries go on; a slot held by another process makes this relay a
-// standby that retries until the slot is free. A record that cannot be transformed or
+// jitter while Kafka deliveries go on; so is a connection on which nothing arrives for
+// database.replication.receive.timeout.ms. A slot held by another process makes this relay a
+// standby that retries until the slot is free. Once streamed, a slot that disappeared stops
+// the relay (kSlotGone) unless slot.recreate.when.missing; on every reconnect the server's
+// identity and the slot's position are compared with the relay's, and the ledger is re-based
+// on the slot's position when they differ: no flush learnt elsewhere, or below the slot's
+// position, is ever sent. A record that cannot be transformed or
 // produced follows the error policy (stop without confirming it, dead-letter topic, or skip).
 //
 // Operating it (the REST API): Pause() stops reading the stream and producing while the status
@@ -51,6 +59,8 @@
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
+#include "relay/receive_watch.h"
+#include "relay/source_connector.h"
 #include "status/metrics.h"
 #include "transform/chain.h"
 #include "transform/change_event_source.h"
@@ -106,7 +116,11 @@ class Relay {
 
  private:
   void TryConnect();
-  Status Connect();
+  void OnConnectAttempt(Result<SourceSession> attempt);
+  void ConnectFailed(const Status& cause);
+  // Sets up the ledger for a new stream: first stream, same slot, or a slot on another server,
+  // timeline or position (then the ledger is re-based on the slot's position).
+  void AdoptSlotPosition(const SourceSession& session);
   void ScheduleConnect(std::chrono::milliseconds delay);
   std::chrono::milliseconds NextBackoff();
   void ConnectionLost(const Status& cause);
@@ -154,7 +168,7 @@ class Relay {
   void OnProducerFailure(const Status& failure);
   // Warns when the oldest record in flight has waited a whole progress interval.
   void WarnIfStalled();
-  void SendStatus();
+  void SendStatus(bool reply_requested = false);
   void ConfirmWhenCaughtUp();
   bool Backpressured() const;
   void Fail(Status status);
@@ -171,6 +185,13 @@ class Relay {
   RelaySettings settings_;
   boost::asio::io_context& io_;
   std::optional<ReplicationConnection> conn_;
+  SourceConnector connector_{settings_, io_};
+  // Which server and timeline the relay streamed from last; nullopt before the first stream.
+  std::optional<SourceIdentity> source_identity_;
+  // The slot's position at the last connect: no flush below it is ever sent.
+  Lsn slot_floor_;
+  // The walsender of the connection Restart() closed, which may hold the slot a moment longer.
+  std::optional<int> restart_walsender_pid_;
   std::unique_ptr<KafkaProducer> producer_;
   std::optional<TransformChain> chain_;
   SourceContext source_context_;
@@ -188,6 +209,7 @@ class Relay {
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
+  ReceiveWatch receive_watch_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer caught_up_timer_;
   bool caught_up_armed_ = false;

@@ -23,6 +23,7 @@ struct RelayCounters {
   uint64_t skipped = 0;                            // dropped by errors.tolerance=all, no DLQ
   uint64_t reconnects = 0;                         // replication connections re-established
   uint64_t queue_full = 0;  // records librdkafka's full queue refused, held and sent again
+  uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
 };
 
 class PrometheusText {

@@ -280,6 +280,10 @@ HttpResponse RestApi::Metrics() const {
            c.skipped);
   m.Single("walrelay_reconnects_total", "counter",
            "Replication connections re-established after a loss or a restart.", c.reconnects);
+  m.Single("walrelay_slot_recreated_total", "counter",
+           "Times the replication slot had vanished and was created again "
+           "(slot.recreate.when.missing); rows in between may be missing.",
+           c.slots_recreated);
   m.Single("walrelay_confirmed_flush_lsn", "gauge",
            "LSN last confirmed to PostgreSQL (the slot's confirmed_flush_lsn), as an integer.",
            relay_.confirmed_lsn().value());

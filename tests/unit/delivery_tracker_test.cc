@@ -212,3 +212,26 @@ TEST_CASE("a transaction replayed after a reconnect with lower commit LSNs does 
   t.Acknowledge(stuck);
   CHECK(t.confirmable() == Lsn(1000 + 199 * 10));
 }
+
+TEST_CASE("after a re-base no commit position learnt before is confirmable") {
+  DeliveryTracker t(Lsn(100));
+  t.BeginTransaction();
+  const auto a = t.AddRecord(Lsn(110), 10);
+  t.CommitTransaction(Lsn(200));
+  t.BeginTransaction();
+  const auto open = t.AddRecord(Lsn(210), 10);  // its transaction was open when the stream broke
+  t.Rebase(Lsn(150));          // the slot on the new server is at 150
+  CHECK(t.confirmable() == Lsn(150));
+  CHECK_FALSE(t.transaction_open());
+  t.Acknowledge(a);  // still tracked for its acknowledgement ...
+  CHECK(t.inflight_records() == 1);
+  CHECK(t.confirmable() == Lsn(150));  // ... but 200 came from the old stream
+  // The replayed stream's own commits count again.
+  t.BeginTransaction();
+  const auto b = t.AddRecord(Lsn(160), 10);
+  t.CommitTransaction(Lsn(170));
+  t.Acknowledge(b);
+  CHECK(t.confirmable() == Lsn(150));  // the record from before still holds it
+  t.Acknowledge(open);
+  CHECK(t.confirmable() == Lsn(170));
+}

@@ -1,0 +1,87 @@
+#include "relay/source_connector.h"
+
+#include <chrono>
+
+#include "pg/preflight.h"
+
+namespace walrelay {
+namespace {
+
+// How long a slot held by this relay's own previous walsender is asked again, and how often.
+constexpr auto kOwnWalsenderWait = std::chrono::seconds(5);
+constexpr auto kOwnWalsenderStep = std::chrono::milliseconds(100);
+
+}  // namespace
+
+std::string SourceIdentity::ToString() const {
+  return "system " + system_id + " timeline " + std::to_string(timeline);
+}
+
+SourceConnector::SourceConnector(const RelaySettings& settings, boost::asio::io_context& io)
+    : settings_(settings), io_(io) {}
+
+SourceConnector::~SourceConnector() { Cancel(); }
+
+void SourceConnector::Cancel() {
+  if (cancel_) cancel_->store(true);
+  if (worker_.joinable()) worker_.join();
+}
+
+void SourceConnector::Start(ConnectPlan plan, Callback done) {
+  Cancel();
+  cancel_ = std::make_shared<std::atomic<bool>>(false);
+  worker_ = std::thread([this, plan = std::move(plan), done = std::move(done), cancel = cancel_] {
+    auto outcome = std::make_shared<Result<SourceSession>>(Attempt(plan, *cancel));
+    boost::asio::post(io_, [done, cancel, outcome] {
+      if (!cancel->load()) done(std::move(*outcome));
+    });
+  });
+}
+
+Status SourceConnector::SlotGone(const ConnectPlan& plan) const {
+  return Status(ErrorCode::kSlotGone,
+                "replication slot '" + settings_.slot_name +
+                    "' this relay streamed from no longer exists (dropped, or a failover to a "
+                    "server without it); the last LSN confirmed to it was " +
+                    plan.last_confirmed.ToString() +
+                    ". Rows committed after that may not be in Kafka: republish them from the "
+                    "outbox table or the source of truth, then set slot.recreate.when.missing="
+                    "true once (or create the slot by hand) to stream from now on");
+}
+
+Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
+                                               const std::atomic<bool>& cancel) {
+  auto conn = ReplicationConnection::Connect(settings_, &cancel);
+  if (!conn.ok()) return conn.status();
+  PreflightReport report;
+  Status checked = RunPreflight(*conn, settings_, report);
+  // After Restart() the previous walsender may still be finishing: it lets go within moments.
+  const auto give_up = std::chrono::steady_clock::now() + kOwnWalsenderWait;
+  while (checked.code() == ErrorCode::kSlotInUse && plan.previous_walsender_pid &&
+         report.slot.active_pid == plan.previous_walsender_pid &&
+         std::chrono::steady_clock::now() < give_up && !cancel.load()) {
+    std::this_thread::sleep_for(kOwnWalsenderStep);
+    checked = RunPreflight(*conn, settings_, report);
+  }
+  if (checked.code() == ErrorCode::kSlotMissing && plan.streamed_before) return SlotGone(plan);
+  if (!checked.ok()) return checked;
+
+  SourceSession session;
+  session.identity = {report.server.system_id, report.server.timeline};
+  session.slot_position = report.slot.confirmed_flush;
+  if (!report.slot.exists) {
+    if (plan.streamed_before && !settings_.slot_recreate_when_missing) return SlotGone(plan);
+    auto created = conn->CreateSlot(settings_.slot_name);
+    if (!created.ok()) return created.status();
+    session.slot_position = *created;
+    session.slot_created = true;
+    session.slot_recreated = plan.streamed_before;
+  }
+  WALRELAY_RETURN_IF_ERROR(
+      conn->StartReplication(settings_.slot_name, Lsn(), settings_.Wal2JsonAddTables()));
+  conn->ForgetCancelFlag();
+  session.connection.emplace(std::move(conn).value());
+  return session;
+}
+
+}  // namespace walrelay

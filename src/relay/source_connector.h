@@ -1,0 +1,91 @@
+// SourceConnector: opens the replication connection for the relay without blocking its loop.
+//
+// An attempt (connect, IDENTIFY_SYSTEM and the preflight checks, CREATE_REPLICATION_SLOT when
+// the slot is missing and may be created, START_REPLICATION) runs on a worker thread this
+// object owns; its outcome is posted to the io_context and handed to the callback there. So
+// REST, /healthz and Kafka's delivery reports are served while a slot creation waits for the
+// transactions running on the server, however long that takes. Cancel() (or destruction)
+// interrupts an attempt within about 100 ms: a running query is cancelled on the server and the
+// callback is not called.
+//
+// The slot's life: before the relay first streamed, a missing slot is created when slot.create
+// allows. Once it streamed (ConnectPlan::streamed_before), a missing slot means the rows since
+// its last confirmed LSN may be gone: the attempt fails with kSlotGone, naming the slot and
+// that LSN, unless slot.recreate.when.missing allows creating it again (then
+// SourceSession::slot_recreated says so, for the relay to report the range at risk).
+//
+// A slot held by the walsender of this relay's own previous connection (after Restart()) is
+// asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
+// held by anyone else is kSlotInUse at once (the relay waits as a standby).
+//
+// Start(), Cancel() and the destructor are called on the loop thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+#include <boost/asio.hpp>
+
+#include "common/lsn.h"
+#include "common/status.h"
+#include "config/relay_settings.h"
+#include "pg/replication_connection.h"
+
+namespace walrelay {
+
+// Which server and history the WAL came from: LSNs mean the same only within one of these.
+struct SourceIdentity {
+  std::string system_id;
+  int timeline = 0;
+  bool operator==(const SourceIdentity&) const = default;
+  std::string ToString() const;
+};
+
+struct ConnectPlan {
+  bool streamed_before = false;  // the relay has streamed from the slot already
+  Lsn last_confirmed;            // what the relay last confirmed, for messages
+  // The walsender of the connection the relay just closed itself (Restart), if any.
+  std::optional<int> previous_walsender_pid;
+};
+
+struct SourceSession {
+  std::optional<ReplicationConnection> connection;  // streaming (CopyBoth)
+  SourceIdentity identity;
+  // The slot's confirmed_flush_lsn as read before START_REPLICATION, or the consistent point
+  // of the slot just created: the server streams from here and never below it.
+  Lsn slot_position;
+  bool slot_created = false;
+  bool slot_recreated = false;  // created again after the relay had streamed from it
+};
+
+class SourceConnector {
+ public:
+  using Callback = std::function<void(Result<SourceSession>)>;
+
+  SourceConnector(const RelaySettings& settings, boost::asio::io_context& io);
+  ~SourceConnector();
+  SourceConnector(const SourceConnector&) = delete;
+  SourceConnector& operator=(const SourceConnector&) = delete;
+
+  // Starts an attempt; an attempt still running is cancelled first.
+  void Start(ConnectPlan plan, Callback done);
+  void Cancel();
+
+ private:
+  // Runs on the worker thread.
+  Result<SourceSession> Attempt(const ConnectPlan& plan, const std::atomic<bool>& cancel);
+  Status SlotGone(const ConnectPlan& plan) const;
+
+  RelaySettings settings_;
+  boost::asio::io_context& io_;
+  // The current attempt's, shared with its worker and its posted outcome: the outcome is
+  // dropped once the attempt was cancelled, even if it was posted already.
+  std::shared_ptr<std::atomic<bool>> cancel_;
+  std::thread worker_;
+};
+
+}  // namespace walrelay

@@ -74,7 +74,8 @@ int ValidateCommand(const std::string& config_path) {
 
   // The producer's config is checked locally; then one bounded metadata request tells whether
   // the brokers answer.
-  auto producer = KafkaProducer::Create(settings->kafka, [](const DeliveryReport&) {});
+  auto producer = KafkaProducer::Create(settings->kafka, [](const DeliveryReport&) {}, {},
+                                        settings->ProvidedKafkaKeys());
   if (!producer.ok()) return Problem(producer.status());
   auto reachable = (*producer)->CheckBrokers(5000);
   if (!reachable.ok()) return Problem(reachable.status());

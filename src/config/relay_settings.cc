@@ -226,6 +226,13 @@ bool RelaySettings::IncludesTable(const std::string& qualified_table) const {
   return false;
 }
 
+std::set<std::string> RelaySettings::ProvidedKafkaKeys() const {
+  std::set<std::string> out;
+  for (const auto& key : provider_keys)
+    if (key.starts_with("kafka.")) out.insert(key.substr(6));
+  return out;
+}
+
 std::vector<std::string> RelaySettings::PlainIncludedTables() const {
   std::vector<std::string> out;
   for (const auto& t : table_include)

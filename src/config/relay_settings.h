@@ -99,6 +99,8 @@ struct RelaySettings {
   Properties properties;
   // Keys whose values came from ${env:...} or ${file:...} (ConnectorConfig::provider_keys).
   std::set<std::string> provider_keys;
+  // The kafka.* keys among provider_keys, without the prefix (as in `kafka`).
+  std::set<std::string> ProvidedKafkaKeys() const;
 
   bool IncludesTable(const std::string& qualified_table) const;
   // wal2json's add-tables value when every include entry is a plain name, else "".

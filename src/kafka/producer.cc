@@ -219,7 +219,7 @@ std::string DescribeRecord(const Record& record) {
 
 Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
     const std::map<std::string, std::string>& properties, DeliveryHandler handler,
-    FailureHandler on_failure) {
+    FailureHandler on_failure, const std::set<std::string>& hidden_value_keys) {
   std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
   char errstr[512];
   for (const auto& [key, value] : properties) {
@@ -231,9 +231,10 @@ Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
       return Status::Config("'kafka." + key + "': " + errstr);
     }
     if (res != RD_KAFKA_CONF_OK) {
-      // errstr may echo the value; never show it for secrets.
-      return Status::Config("'kafka." + key + "' = " + DisplayValue(key, value) + ": " +
-                            (IsSecretKey(key) ? std::string("invalid value") : std::string(errstr)));
+      // errstr may echo the value; never show it for secrets or values from a provider.
+      const bool hidden = IsSecretKey(key) || hidden_value_keys.count(key) > 0;
+      return Status::Config("'kafka." + key + "' = " + DisplayValue(key, value, hidden) + ": " +
+                            (hidden ? std::string("invalid value") : std::string(errstr)));
     }
   }
   std::unique_ptr<KafkaProducer> producer(new KafkaProducer());

@@ -30,6 +30,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -52,10 +53,12 @@ class KafkaProducer {
   using DeliveryHandler = std::function<void(const DeliveryReport&)>;
   using FailureHandler = std::function<void(const Status&)>;
 
-  // `properties` go to librdkafka unchanged; errors name the `kafka.`-prefixed key.
+  // `properties` go to librdkafka unchanged; errors name the `kafka.`-prefixed key. Values of
+  // secret-named keys and of `hidden_value_keys` (unprefixed: values that came from ${env:}
+  // or ${file:}) never appear in an error.
   static Result<std::unique_ptr<KafkaProducer>> Create(
       const std::map<std::string, std::string>& properties, DeliveryHandler handler,
-      FailureHandler on_failure = {});
+      FailureHandler on_failure = {}, const std::set<std::string>& hidden_value_keys = {});
   ~KafkaProducer();
   KafkaProducer(const KafkaProducer&) = delete;
   KafkaProducer& operator=(const KafkaProducer&) = delete;

@@ -72,7 +72,8 @@ Status Relay::Run() {
   }
   auto producer = KafkaProducer::Create(
       settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
-      [this](const Status& failure) { OnProducerFailure(failure); });
+      [this](const Status& failure) { OnProducerFailure(failure); },
+      settings_.ProvidedKafkaKeys());
   if (!producer.ok()) {
     spdlog::error("{}", producer.status().ToString());
     return producer.status();

@@ -154,6 +154,17 @@ TEST_CASE("failing runs: errors name the key, never the secret") {
   s.Expect("validate", s.Config("sec_unterminated", {{"kafka.sasl.password", "x${env:" + std::string(kSaslPassword)}}), 2);
   s.Expect("run", s.Config("sec_ref_run", {{"kafka.ssl.key.password", kRefLikePassword}}), 2);
 
+  // A plain-named kafka.* key whose value comes through ${env:} is hidden like a secret, also
+  // when librdkafka refuses the value and its error would quote it.
+  ::setenv("WALRELAY_TEST_PROVIDED_LINGER", "linger-3bV7c5-secret", 1);
+  const std::string provided = s.Expect(
+      "validate", s.Config("sec_provided", {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}),
+      2);
+  CHECK_MESSAGE(provided.find("kafka.linger.ms") != std::string::npos, provided);
+  s.Expect("run", s.Config("sec_provided_run",
+                           {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}),
+           2);
+
   // Unknown keys next to secrets are reported by name only.
   const std::string out = s.Expect(
       "validate", s.Config("sec_unknown", {{"database.pasword", kWrongPassword},

@@ -364,7 +364,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     return Status::Config("'slot.name' must be 1-63 lower-case letters, digits or '_', got '" +
                           s.slot_name + "'");
   }
-  s.plugin_name = p.GetString("plugin.name", "wal2json");
+  s.plugin_name = p.GetString("plugin.name", "pgoutput");
   if (s.plugin_name != "wal2json" && s.plugin_name != "pgoutput") {
     return Status::Config("'plugin.name' is '" + s.plugin_name +
                           "'; walrelay decodes pgoutput (built into PostgreSQL) and wal2json");

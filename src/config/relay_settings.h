@@ -68,7 +68,7 @@ struct RelaySettings {
   std::vector<std::pair<std::string, std::string>> pg_params;
   std::string dbname;
   std::string slot_name;
-  std::string plugin_name = "wal2json";  // plugin.name: the slot's output plugin
+  std::string plugin_name = "pgoutput";  // plugin.name: the slot's output plugin
   std::string publication_name = "dbz_publication";  // publication.name (pgoutput)
   PublicationMode publication_mode = PublicationMode::kAllTables;
   std::vector<std::string> table_include;  // anchored regexes over "schema.table"

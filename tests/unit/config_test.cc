@@ -182,6 +182,7 @@ TEST_CASE("memory and connection defaults: bounded bytes in flight, no GSSAPI, s
 TEST_CASE("plugin.name and Debezium's publication keys") {
   auto defaults = Settings(Minimal(""));
   REQUIRE_MESSAGE(defaults.ok(), defaults.status().ToString());
+  CHECK(defaults->plugin_name == "pgoutput");  // built into PostgreSQL: nothing to install
   CHECK(defaults->publication_name == "dbz_publication");
   CHECK(defaults->publication_mode == PublicationMode::kAllTables);
   auto pgoutput = Settings(Minimal(R"(,"plugin.name":"pgoutput","publication.name":"outbox_pub",)"

@@ -67,6 +67,7 @@ void SourceCatalog::Adopt(std::shared_ptr<const CatalogSnapshot> snapshot) {
   snapshot_ = std::move(snapshot);
   asked_.clear();
   asked_types_.clear();
+  live_.reset();  // opened again only if this session needs it
 }
 
 CatalogLookups SourceCatalog::Lookups() {

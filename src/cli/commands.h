@@ -26,6 +26,9 @@ enum ExitCode : int {
   kExitSlotInvalidated = 14,
   kExitSlotWrongPlugin = 15,
   kExitSlotGone = 16,
+  kExitPublicationMissing = 17,
+  kExitPublicationLacksTable = 18,
+  kExitPublicationPrivilege = 19,
 };
 
 int ExitCodeFor(const Status& status);

@@ -37,7 +37,7 @@ int Fail(const Status& status) {
 }  // namespace
 
 int DemoCommand(int events, bool real_broker) {
-  Say("starting a throwaway PostgreSQL (wal_level=logical, wal2json)");
+  Say("starting a throwaway PostgreSQL (wal_level=logical; pgoutput is built in)");
   auto pg = devtools::PgSandbox::Start();
   if (!pg.ok()) return Fail(pg.status());
   std::printf("PostgreSQL on 127.0.0.1:%d, data in %s\n", (*pg)->port(), (*pg)->data_dir().c_str());
@@ -70,7 +70,7 @@ int DemoCommand(int events, bool real_broker) {
     "database.port": ")" + std::to_string((*pg)->port()) + R"(",
     "database.user": "postgres",
     "database.dbname": "postgres",
-    "plugin.name": "wal2json",
+    "plugin.name": "pgoutput",
     "slot.name": "walrelay_demo",
     "table.include.list": "public.outbox",
     "topic.prefix": "demo",

@@ -46,6 +46,9 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kSlotInvalidated: return kExitSlotInvalidated;
     case ErrorCode::kSlotWrongPlugin: return kExitSlotWrongPlugin;
     case ErrorCode::kSlotGone: return kExitSlotGone;
+    case ErrorCode::kPublicationMissing: return kExitPublicationMissing;
+    case ErrorCode::kPublicationLacksTable: return kExitPublicationLacksTable;
+    case ErrorCode::kPublicationPrivilege: return kExitPublicationPrivilege;
     case ErrorCode::kKafkaAuthentication: return kExitKafkaAuthentication;
     case ErrorCode::kKafkaTls: return kExitKafkaTls;
   }

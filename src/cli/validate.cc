@@ -9,6 +9,7 @@
 #include "config/relay_settings.h"
 #include "kafka/producer.h"
 #include "pg/preflight.h"
+#include "pg/publication.h"
 #include "transform/chain.h"
 
 namespace walrelay {
@@ -60,7 +61,8 @@ int ValidateCommand(const std::string& config_path) {
   }
   const SlotInfo& slot = report.slot;
   if (!slot.exists) {
-    Line("slot:", settings->slot_name + " (does not exist; `run` creates it with wal2json)");
+    Line("slot:", settings->slot_name + " (does not exist; `run` creates it with " +
+                     settings->plugin_name + ")");
   } else {
     Line("slot:", settings->slot_name);
     Line("  plugin:", slot.plugin);
@@ -71,6 +73,19 @@ int ValidateCommand(const std::string& config_path) {
     Line("  wal_status:", slot.wal_status);
   }
   if (!preflight.ok()) return Problem(preflight);
+  Line("plugin:", settings->plugin_name);
+  if (settings->plugin_name == "pgoutput") {
+    PublicationReport publication;
+    const Status checked = EnsurePublication(*conn, *settings, /*apply=*/false, publication);
+    std::string tables = publication.all_tables ? "all tables" : "";
+    for (const auto& t : publication.tables) tables += (tables.empty() ? "" : ", ") + t;
+    Line("publication:", settings->publication_name + " (" +
+                             (publication.existed ? "exists" : "does not exist") + "; " +
+                             publication.action + "; publication.autocreate.mode=" +
+                             PublicationModeName(settings->publication_mode) + ")");
+    Line("  tables:", tables.empty() ? "none" : tables);
+    if (!checked.ok()) return Problem(checked);
+  }
 
   // The producer's config is checked locally; then one bounded metadata request tells whether
   // the brokers answer.

@@ -19,7 +19,10 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kSlotMissing:
     case ErrorCode::kSlotInvalidated:
     case ErrorCode::kSlotWrongPlugin:
-    case ErrorCode::kSlotInUse: return "setup error";
+    case ErrorCode::kSlotInUse:
+    case ErrorCode::kPublicationMissing:
+    case ErrorCode::kPublicationLacksTable:
+    case ErrorCode::kPublicationPrivilege: return "setup error";
     case ErrorCode::kSlotGone: return "slot lost";
     case ErrorCode::kAuthentication: return "authentication error";
     case ErrorCode::kKafkaAuthentication: return "kafka authentication error";

@@ -34,6 +34,9 @@ enum class ErrorCode {
   kAuthentication,    // PostgreSQL refused the login (password, pg_hba, unknown role/db)
   kSlotInUse,         // another process streams from the slot (a standby waits for it)
   kSlotGone,          // the slot this relay streamed from no longer exists
+  kPublicationMissing,    // pgoutput: the publication does not exist and may not be created
+  kPublicationLacksTable, // pgoutput: the publication does not publish an included table
+  kPublicationPrivilege,  // pgoutput: creating or changing the publication was refused
   // Kafka refusing the producer itself, not one record: retrying cannot cure these.
   kKafkaAuthentication,  // SASL authentication failed (mechanism, username, password)
   kKafkaTls,             // TLS handshake failed (untrusted certificate either way, bad key)

@@ -18,8 +18,7 @@ namespace walrelay {
 namespace {
 
 constexpr const char* kAcceptedWithoutEffect[] = {
-    "connector.class", "tasks.max", "snapshot.mode", "publication.name",
-    "publication.autocreate.mode", "key.converter", "value.converter", "header.converter",
+    "connector.class", "tasks.max", "snapshot.mode", "key.converter", "value.converter", "header.converter",
     "key.converter.schemas.enable", "value.converter.schemas.enable", "tombstones.on.delete",
     "time.precision.mode", "decimal.handling.mode", "binary.handling.mode", "max.batch.size",
     "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
@@ -372,11 +371,28 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     return Status::Config("'slot.name' must be 1-63 lower-case letters, digits or '_', got '" +
                           s.slot_name + "'");
   }
-  auto plugin = p.GetString("plugin.name", "wal2json");
-  if (plugin != "wal2json") {
-    return Status::Config("'plugin.name' is '" + plugin +
-                          "'; walrelay decodes wal2json only (set plugin.name=wal2json and use a "
-                          "wal2json slot)");
+  s.plugin_name = p.GetString("plugin.name", "pgoutput");
+  if (s.plugin_name != "wal2json" && s.plugin_name != "pgoutput") {
+    return Status::Config("'plugin.name' is '" + s.plugin_name +
+                          "'; walrelay decodes pgoutput (built into PostgreSQL) and wal2json");
+  }
+  s.publication_name = p.GetString("publication.name", "dbz_publication");
+  if (s.publication_name.empty() || s.publication_name.size() > 63) {
+    return Status::Config("'publication.name' must be 1-63 characters, got '" +
+                          s.publication_name + "'");
+  }
+  auto mode = p.GetString("publication.autocreate.mode", "all_tables");
+  if (mode == "all_tables") {
+    s.publication_mode = PublicationMode::kAllTables;
+  } else if (mode == "disabled") {
+    s.publication_mode = PublicationMode::kDisabled;
+  } else if (mode == "filtered") {
+    s.publication_mode = PublicationMode::kFiltered;
+  } else if (mode == "no_tables") {
+    s.publication_mode = PublicationMode::kNoTables;
+  } else {
+    return Status::Config("'publication.autocreate.mode' is '" + mode +
+                          "'; expected all_tables, disabled, filtered or no_tables");
   }
   auto drop = p.GetBool("slot.drop.on.stop", false);
   if (!drop.ok()) return drop.status();

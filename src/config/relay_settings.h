@@ -47,6 +47,15 @@ struct RestAuthSettings {
 // loopback a quarter megabyte keeps up with the walsender, see docs/performance.md.
 inline constexpr int64_t kDefaultMaxQueueBytes = 256 * 1024;
 
+// publication.autocreate.mode (pgoutput only), as Debezium defines it: what walrelay does
+// about the publication named by publication.name (see pg/publication.h).
+enum class PublicationMode {
+  kAllTables,  // create it FOR ALL TABLES when missing
+  kDisabled,   // never create or change it; it must exist
+  kFiltered,   // create it for table.include.list's tables, and keep it at that list
+  kNoTables,   // create it without tables when missing; tables are added by hand
+};
+
 struct RelaySettings {
   std::string name;
   ListenerAddress listener;
@@ -59,6 +68,9 @@ struct RelaySettings {
   std::vector<std::pair<std::string, std::string>> pg_params;
   std::string dbname;
   std::string slot_name;
+  std::string plugin_name = "pgoutput";  // plugin.name: the slot's output plugin
+  std::string publication_name = "dbz_publication";  // publication.name (pgoutput)
+  PublicationMode publication_mode = PublicationMode::kAllTables;
   std::vector<std::string> table_include;  // anchored regexes over "schema.table"
   std::vector<std::regex> table_include_regex;
   std::string topic_prefix;

@@ -34,14 +34,17 @@ Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
       return Status(ErrorCode::kSlotMissing,
                     "replication slot '" + settings.slot_name + "' does not exist and slot.create="
                     "false; create it with SELECT pg_create_logical_replication_slot('" +
-                        settings.slot_name + "', 'wal2json') or set slot.create=true");
+                        settings.slot_name + "', '" + settings.plugin_name +
+                        "') or set slot.create=true");
     }
     return Status::Ok();
   }
   const std::string name = "replication slot '" + settings.slot_name + "'";
-  if (slot->plugin != "wal2json") {
-    return Status(ErrorCode::kSlotWrongPlugin, name + " uses plugin '" + slot->plugin +
-                                "', not wal2json; drop it or set 'slot.name' to another slot");
+  if (slot->plugin != settings.plugin_name) {
+    return Status(ErrorCode::kSlotWrongPlugin,
+                  name + " uses plugin '" + slot->plugin + "', not " + settings.plugin_name +
+                      " as 'plugin.name' says; set plugin.name=" + slot->plugin +
+                      ", drop the slot, or set 'slot.name' to another slot");
   }
   if (slot->database != settings.dbname) {
     return Status::Precondition(name + " belongs to database '" + slot->database + "', not '" +

@@ -142,6 +142,15 @@ Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStat
   return res;
 }
 
+Result<PgResultPtr> ReplicationConnection::Query(const std::string& sql, ExecStatusType expected) {
+  return Exec(sql, expected);
+}
+
+std::string ReplicationConnection::QuoteIdentifier(const std::string& identifier) {
+  PgBufferPtr quoted(PQescapeIdentifier(conn_.get(), identifier.c_str(), identifier.size()));
+  return quoted ? std::string(quoted.get()) : "\"\"";
+}
+
 Result<ServerInfo> ReplicationConnection::InspectServer() {
   ServerInfo info;
   info.server_version = PQserverVersion(conn_.get());
@@ -200,19 +209,20 @@ Result<std::vector<std::string>> ReplicationConnection::MissingTables(
   return missing;
 }
 
-Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name) {
-  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL wal2json", PGRES_TUPLES_OK,
-                  Limit::kNone);
+Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name,
+                                              const std::string& plugin) {
+  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL " + plugin,
+                  PGRES_TUPLES_OK, Limit::kNone);
   if (!res.ok()) {
     if (last_sqlstate_ == kDuplicateObject) {
       return Status(ErrorCode::kSlotInUse, "replication slot '" + slot_name +
                                                "' was created by another process meanwhile (" +
                                                res.status().message() + ")");
     }
-    // The server refused it (no wal2json, no free slot, ...): waiting does not change that.
+    // The server refused it (no such plugin, no free slot, ...): waiting does not change that.
     if (!last_sqlstate_.empty()) {
       return Status::Precondition("cannot create replication slot '" + slot_name +
-                                  "' with plugin wal2json: " + res.status().message());
+                                  "' with plugin " + plugin + ": " + res.status().message());
     }
     return res.status();
   }
@@ -225,12 +235,9 @@ Status ReplicationConnection::DropSlot(const std::string& slot_name) {
 }
 
 Status ReplicationConnection::StartReplication(const std::string& slot_name, Lsn start,
-                                               const std::string& add_tables) {
-  std::string sql = "START_REPLICATION SLOT \"" + slot_name + "\" LOGICAL " + start.ToString() +
-                    " (\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
-                    "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'";
-  if (!add_tables.empty()) sql += ", \"add-tables\" " + Quote(add_tables);
-  sql += ")";
+                                               const std::string& options) {
+  const std::string sql = "START_REPLICATION SLOT \"" + slot_name + "\" LOGICAL " +
+                          start.ToString() + " (" + options + ")";
   auto res = Exec(sql, PGRES_COPY_BOTH);
   if (!res.ok() && last_sqlstate_ == kObjectInUse) {
     return Status(ErrorCode::kSlotInUse, res.status().message());

@@ -59,15 +59,23 @@ class ReplicationConnection {
   // Whether every plain table name in `tables` exists; returns the missing ones.
   Result<std::vector<std::string>> MissingTables(const std::vector<std::string>& tables);
 
-  // CREATE_REPLICATION_SLOT ... LOGICAL wal2json; returns the slot's consistent point. A slot
+  // A setup query (SQL, before START_REPLICATION), limited to database.query.timeout.ms. On
+  // failure last_sqlstate() is the server's SQLSTATE ("" if it never answered).
+  Result<PgResultPtr> Query(const std::string& sql,
+                            ExecStatusType expected = PGRES_TUPLES_OK);
+  const std::string& last_sqlstate() const { return last_sqlstate_; }
+  std::string QuoteLiteral(const std::string& literal) { return Quote(literal); }
+  std::string QuoteIdentifier(const std::string& identifier);
+
+  // CREATE_REPLICATION_SLOT ... LOGICAL <plugin>; returns the slot's consistent point. A slot
   // of that name created meanwhile by another process is kSlotInUse.
-  Result<Lsn> CreateSlot(const std::string& slot_name);
+  Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin);
   Status DropSlot(const std::string& slot_name);
 
-  // START_REPLICATION with the wal2json options walrelay decodes. `start` 0/0 resumes from
-  // the slot's confirmed_flush_lsn; the server never goes below it. A slot taken meanwhile by
-  // another process is kSlotInUse.
-  Status StartReplication(const std::string& slot_name, Lsn start, const std::string& add_tables);
+  // START_REPLICATION with `options`, the decoder's (Decoder::StartReplicationOptions()).
+  // `start` 0/0 resumes from the slot's confirmed_flush_lsn; the server never goes below it. A
+  // slot taken meanwhile by another process is kSlotInUse.
+  Status StartReplication(const std::string& slot_name, Lsn start, const std::string& options);
 
   int socket() const { return PQsocket(conn_.get()); }
   // The server process serving this connection (the walsender).

@@ -35,9 +35,31 @@ const char* RelayStateName(RelayState state) {
   return "?";
 }
 
+namespace {
+
+Result<std::unique_ptr<Decoder>> DecoderFor(const RelaySettings& settings,
+                                            CatalogLookups lookups) {
+  DecoderOptions options;
+  options.publication_names = settings.publication_name;
+  options.wal2json_add_tables = settings.Wal2JsonAddTables();
+  options.catalog = std::move(lookups);
+  return MakeDecoder(settings.plugin_name, options);
+}
+
+}  // namespace
+
 Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
     : settings_(std::move(settings)),
       io_(io),
+      decoder_([this]() -> std::unique_ptr<Decoder> {
+        auto made = DecoderFor(settings_, catalog_.Lookups());
+        if (!made.ok()) {
+          decoder_status_ = made.status();
+          return nullptr;
+        }
+        return std::move(made).value();
+      }()),
+      connector_(settings_, decoder_ ? decoder_->StartReplicationOptions() : std::string(), io),
       pg_socket_(io),
       kafka_events_(io),
       status_timer_(io),
@@ -51,16 +73,23 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
-  // With a regex table.include.list wal2json streams every table: rows of the others are
-  // skipped before their columns are decoded, so they cannot fail the relay.
-  decoder_.SetTableFilter([this](std::string_view schema, std::string_view table) {
-    return LookupTable(schema, table).included;
-  });
+  // With a regex table.include.list (wal2json) or a publication of more tables (pgoutput) the
+  // stream carries other tables: their rows are skipped before their columns are decoded, so
+  // they cannot fail the relay.
+  if (decoder_) {
+    decoder_->SetTableFilter([this](std::string_view schema, std::string_view table) {
+      return LookupTable(schema, table).included;
+    });
+  }
 }
 
 Relay::~Relay() = default;
 
 Status Relay::Run() {
+  if (!decoder_) {
+    spdlog::error("{}", decoder_status_.ToString());
+    return decoder_status_;
+  }
   auto chain = TransformChain::Build(settings_.properties, source_context_);
   if (!chain.ok()) {
     spdlog::error("{}", chain.status().ToString());
@@ -124,13 +153,14 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
   }
   pg_socket_.assign(socket);
   if (session.slot_created && !session.slot_recreated) {
-    spdlog::info("created replication slot '{}' (plugin wal2json) at LSN {}", settings_.slot_name,
-                 session.slot_position.ToString());
+    spdlog::info("created replication slot '{}' (plugin {}) at LSN {}", settings_.slot_name,
+                 decoder_->plugin_name(), session.slot_position.ToString());
   }
   AdoptSlotPosition(session);
+  catalog_.Adopt(session.catalog);
   const std::string add_tables = settings_.Wal2JsonAddTables();
-  spdlog::info("streaming slot '{}' of database '{}' (tables: {}) from LSN {} to Kafka at {}",
-               settings_.slot_name, settings_.dbname,
+  spdlog::info("streaming slot '{}' ({}) of database '{}' (tables: {}) from LSN {} to Kafka at {}",
+               settings_.slot_name, decoder_->plugin_name(), settings_.dbname,
                add_tables.empty() ? "filtered by regex" : add_tables,
                session.slot_position.ToString(), settings_.kafka["bootstrap.servers"]);
   const RelayState before = state_.load();
@@ -432,21 +462,28 @@ Status Relay::HandleMessage(std::string_view message) {
   auto xlog = ParseXLogData(message);
   if (!xlog.ok()) return xlog.status();
   if (xlog->data_start > received_lsn_) received_lsn_ = xlog->data_start;
-  WALRELAY_RETURN_IF_ERROR(decoder_.Decode(xlog->payload, xlog->data_start, message_));
-  switch (message_.kind) {
+  WALRELAY_RETURN_IF_ERROR(decoder_->Decode(xlog->payload, xlog->data_start));
+  while (const DecodedMessage* decoded = decoder_->Next()) {
+    WALRELAY_RETURN_IF_ERROR(HandleDecoded(*decoded));
+  }
+  return Status::Ok();
+}
+
+Status Relay::HandleDecoded(const DecodedMessage& decoded) {
+  switch (decoded.kind) {
     case MessageKind::kBegin:
       tracker_.BeginTransaction();
       return Status::Ok();
     case MessageKind::kCommit:
-      tracker_.CommitTransaction(message_.commit.end_lsn);
+      tracker_.CommitTransaction(decoded.commit.end_lsn);
       ConfirmWhenCaughtUp();
       return Status::Ok();
     case MessageKind::kMessage:
       spdlog::debug("logical decoding message with prefix '{}' at LSN {} is not relayed",
-                    message_.message.prefix, message_.message.lsn.ToString());
+                    decoded.message.prefix, decoded.message.lsn.ToString());
       return Status::Ok();
     case MessageKind::kChange:
-      return HandleChange(message_.change);
+      return HandleChange(decoded.change);
     case MessageKind::kExcludedChange:
       return Status::Ok();
   }

@@ -1,5 +1,7 @@
-// Relay: streams a wal2json slot through the transform chain into Kafka and confirms to
-// PostgreSQL only what Kafka has acknowledged.
+// Relay: streams a logical replication slot through the transform chain into Kafka and
+// confirms to PostgreSQL only what Kafka has acknowledged. It reads the slot through the
+// decoder seam (decode/decoder.h) and does not know which plugin (plugin.name) it reads; the
+// decoder's catalog lookups come from relay/source_catalog.h.
 //
 // Everything runs on one Asio io_context thread: reading CopyData from libpq's socket,
 // decoding, transforms, producing, serving librdkafka's delivery reports (through its queue
@@ -54,11 +56,12 @@
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
-#include "decode/wal2json_decoder.h"
+#include "decode/decoder.h"
 #include "kafka/dead_letter.h"
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
+#include "pg/source_catalog.h"
 #include "relay/receive_watch.h"
 #include "relay/source_connector.h"
 #include "status/metrics.h"
@@ -134,6 +137,7 @@ class Relay {
   void ArmProgressTimer();
   void LogProgress();
   Status HandleMessage(std::string_view message);
+  Status HandleDecoded(const DecodedMessage& decoded);
   Status HandleChange(const RowChange& change);
   Status Produce(Record& record, const std::string& table);
   // Hands a record, registered in the ledger as `ticket`, to the producer; a record that does
@@ -185,7 +189,11 @@ class Relay {
   RelaySettings settings_;
   boost::asio::io_context& io_;
   std::optional<ReplicationConnection> conn_;
-  SourceConnector connector_{settings_, io_};
+  SourceCatalog catalog_{settings_};
+  // For plugin.name; null (and decoder_status_ says why) only for a plugin MakeDecoder refused.
+  Status decoder_status_;
+  std::unique_ptr<Decoder> decoder_;
+  SourceConnector connector_;
   // Which server and timeline the relay streamed from last; nullopt before the first stream.
   std::optional<SourceIdentity> source_identity_;
   // The slot's position at the last connect: no flush below it is ever sent.
@@ -195,8 +203,6 @@ class Relay {
   std::unique_ptr<KafkaProducer> producer_;
   std::optional<TransformChain> chain_;
   SourceContext source_context_;
-  Wal2JsonDecoder decoder_;
-  DecodedMessage message_;
   DeliveryTracker tracker_;
   // Records librdkafka refused with QUEUE_FULL, in stream order; while any is held the relay
   // reads nothing more (Backpressured()).

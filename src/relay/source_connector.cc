@@ -1,8 +1,11 @@
 #include "relay/source_connector.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 
 #include "pg/preflight.h"
+#include "pg/publication.h"
 
 namespace walrelay {
 namespace {
@@ -17,8 +20,9 @@ std::string SourceIdentity::ToString() const {
   return "system " + system_id + " timeline " + std::to_string(timeline);
 }
 
-SourceConnector::SourceConnector(const RelaySettings& settings, boost::asio::io_context& io)
-    : settings_(settings), io_(io) {}
+SourceConnector::SourceConnector(const RelaySettings& settings, std::string start_options,
+                                 boost::asio::io_context& io)
+    : settings_(settings), start_options_(std::move(start_options)), io_(io) {}
 
 SourceConnector::~SourceConnector() { Cancel(); }
 
@@ -66,19 +70,34 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   if (checked.code() == ErrorCode::kSlotMissing && plan.streamed_before) return SlotGone(plan);
   if (!checked.ok()) return checked;
 
+  if (settings_.plugin_name == "pgoutput") {
+    // Before the slot: a slot created first would decode rows from before the publication.
+    PublicationReport publication;
+    WALRELAY_RETURN_IF_ERROR(EnsurePublication(*conn, settings_, /*apply=*/true, publication));
+    if (publication.action != "used as it is") {
+      spdlog::info("publication '{}' {} (publication.autocreate.mode={}); it publishes {}",
+                   settings_.publication_name, publication.action,
+                   PublicationModeName(settings_.publication_mode),
+                   publication.all_tables ? std::string("all tables")
+                                          : std::to_string(publication.tables.size()) + " table(s)");
+    }
+  }
+
   SourceSession session;
   session.identity = {report.server.system_id, report.server.timeline};
   session.slot_position = report.slot.confirmed_flush;
   if (!report.slot.exists) {
     if (plan.streamed_before && !settings_.slot_recreate_when_missing) return SlotGone(plan);
-    auto created = conn->CreateSlot(settings_.slot_name);
+    auto created = conn->CreateSlot(settings_.slot_name, settings_.plugin_name);
     if (!created.ok()) return created.status();
     session.slot_position = *created;
     session.slot_created = true;
     session.slot_recreated = plan.streamed_before;
   }
-  WALRELAY_RETURN_IF_ERROR(
-      conn->StartReplication(settings_.slot_name, Lsn(), settings_.Wal2JsonAddTables()));
+  auto catalog = ReadCatalogSnapshot(*conn, settings_);
+  if (!catalog.ok()) return catalog.status();
+  session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
+  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, Lsn(), start_options_));
   conn->ForgetCancelFlag();
   session.connection.emplace(std::move(conn).value());
   return session;

@@ -1,7 +1,10 @@
 // SourceConnector: opens the replication connection for the relay without blocking its loop.
 //
-// An attempt (connect, IDENTIFY_SYSTEM and the preflight checks, CREATE_REPLICATION_SLOT when
-// the slot is missing and may be created, START_REPLICATION) runs on a worker thread this
+// An attempt (connect, IDENTIFY_SYSTEM and the preflight checks, for pgoutput the publication
+// (pg/publication.h), CREATE_REPLICATION_SLOT with
+// the decoder's plugin when the slot is missing and may be created, reading the included
+// tables' catalog entries (pg/source_catalog.h), START_REPLICATION with the decoder's
+// options) runs on a worker thread this
 // object owns; its outcome is posted to the io_context and handed to the callback there. So
 // REST, /healthz and Kafka's delivery reports are served while a slot creation waits for the
 // transactions running on the server, however long that takes. Cancel() (or destruction)
@@ -34,6 +37,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "pg/replication_connection.h"
+#include "pg/source_catalog.h"
 
 namespace walrelay {
 
@@ -60,13 +64,17 @@ struct SourceSession {
   Lsn slot_position;
   bool slot_created = false;
   bool slot_recreated = false;  // created again after the relay had streamed from it
+  // The included tables' keys, columns and types as the catalog had them at this connect.
+  std::shared_ptr<const CatalogSnapshot> catalog;
 };
 
 class SourceConnector {
  public:
   using Callback = std::function<void(Result<SourceSession>)>;
 
-  SourceConnector(const RelaySettings& settings, boost::asio::io_context& io);
+  // `start_options`: the decoder's START_REPLICATION options (Decoder::StartReplicationOptions).
+  SourceConnector(const RelaySettings& settings, std::string start_options,
+                  boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
   SourceConnector& operator=(const SourceConnector&) = delete;
@@ -81,6 +89,7 @@ class SourceConnector {
   Status SlotGone(const ConnectPlan& plan) const;
 
   RelaySettings settings_;
+  std::string start_options_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.

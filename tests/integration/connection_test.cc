@@ -333,7 +333,7 @@ TEST_CASE("a slot created by another process meanwhile makes the relay a standby
   auto conn = ReplicationConnection::Connect(settings);
   REQUIRE(conn.ok());
   // What a relay that saw no slot in its preflight gets from CREATE_REPLICATION_SLOT.
-  auto created = conn->CreateSlot("raced");
+  auto created = conn->CreateSlot("raced", "wal2json");
   REQUIRE_FALSE(created.ok());
   CHECK_MESSAGE(created.status().code() == ErrorCode::kSlotInUse, created.status().ToString());
   CHECK(created.status().message().find("created by another process meanwhile") !=

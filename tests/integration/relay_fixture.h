@@ -1,4 +1,5 @@
-// Test fixture for the relay's integration tests: a throwaway PostgreSQL 15 with wal2json, the
+// Test fixture for the relay's integration tests: a throwaway PostgreSQL 15 with wal2json (and
+// the built-in pgoutput), the
 // outbox table from docs/outbox.sql, Kafka (librdkafka's mock cluster in this process by
 // default, or a real Apache Kafka broker: RelayFixture(RealBroker{...})), and the walrelay
 // binary run as a child process with a config written to a temp dir.
@@ -122,6 +123,10 @@ class RelayFixture {
     }
   }
 
+  // The plugin.name WriteConfig writes unless an override sets it: wal2json, so the suites
+  // written for it stay on it; a pgoutput suite calls UsePlugin("pgoutput").
+  void UsePlugin(const std::string& plugin) { plugin_ = plugin; }
+
   // Writes a connector config; `overrides` replace or add keys.
   std::string WriteConfig(const std::string& slot, const std::map<std::string, std::string>& overrides,
                           bool with_router = true) {
@@ -131,7 +136,7 @@ class RelayFixture {
         {"database.port", std::to_string(pg_->port())},
         {"database.user", "postgres"},
         {"database.dbname", "postgres"},
-        {"plugin.name", "wal2json"},
+        {"plugin.name", plugin_},
         {"slot.name", slot},
         {"table.include.list", "public.outbox"},
         {"topic.prefix", "itest"},
@@ -204,6 +209,7 @@ class RelayFixture {
   std::string work_dir_;
   std::string log_path_;
   std::string last_config_json_;
+  std::string plugin_ = "wal2json";
   int config_count_ = 0;
 };
 

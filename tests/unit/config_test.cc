@@ -179,6 +179,26 @@ TEST_CASE("memory and connection defaults: bounded bytes in flight, no GSSAPI, s
   CHECK(Param(*tuned, "options") == "-c logical_decoding_work_mem=512MB");
 }
 
+TEST_CASE("plugin.name and Debezium's publication keys") {
+  auto defaults = Settings(Minimal(""));
+  REQUIRE_MESSAGE(defaults.ok(), defaults.status().ToString());
+  CHECK(defaults->plugin_name == "pgoutput");  // built into PostgreSQL: nothing to install
+  CHECK(defaults->publication_name == "dbz_publication");
+  CHECK(defaults->publication_mode == PublicationMode::kAllTables);
+  auto pgoutput = Settings(Minimal(R"(,"plugin.name":"pgoutput","publication.name":"outbox_pub",)"
+                                   R"("publication.autocreate.mode":"filtered")"));
+  REQUIRE_MESSAGE(pgoutput.ok(), pgoutput.status().ToString());
+  CHECK(pgoutput->plugin_name == "pgoutput");
+  CHECK(pgoutput->publication_name == "outbox_pub");
+  CHECK(pgoutput->publication_mode == PublicationMode::kFiltered);
+  for (auto [text, mode] : {std::pair{"disabled", PublicationMode::kDisabled},
+                            std::pair{"no_tables", PublicationMode::kNoTables}}) {
+    auto s = Settings(Minimal(std::string(R"(,"publication.autocreate.mode":")") + text + "\""));
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    CHECK(s->publication_mode == mode);
+  }
+}
+
 TEST_CASE("invalid values name the key and what is allowed") {
   struct Case {
     std::string extra, key;
@@ -187,7 +207,9 @@ TEST_CASE("invalid values name the key and what is allowed") {
       {R"(,"database.port":"70000")", "database.port"},
       {R"(,"database.sslmode":"sometimes")", "database.sslmode"},
       {R"(,"slot.name":"Bad-Name")", "slot.name"},
-      {R"(,"plugin.name":"pgoutput")", "plugin.name"},
+      {R"(,"plugin.name":"decoderbufs")", "plugin.name"},
+      {R"(,"publication.autocreate.mode":"some_tables")", "publication.autocreate.mode"},
+      {R"(,"publication.name":"")", "publication.name"},
       {R"(,"status.update.interval.ms":"0")", "status.update.interval.ms"},
       {R"(,"max.queue.size":"-1")", "max.queue.size"},
       {R"(,"table.include.list":"public.(outbox")", "table.include.list"},

@@ -1,4 +1,4 @@
-// walrelay: PostgreSQL outbox (wal2json) -> Kafka relay. Command-line entry point.
+// walrelay: PostgreSQL outbox (pgoutput or wal2json) -> Kafka relay. Command-line entry point.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
-  CLI::App app{"walrelay: relays a PostgreSQL outbox table (wal2json logical replication) to "
+  CLI::App app{"walrelay: relays a PostgreSQL outbox table (logical replication, pgoutput or wal2json) to "
                "Kafka, Debezium-compatible, confirming WAL only after Kafka acknowledged it."};
   app.set_version_flag("--version", std::string("walrelay ") + WALRELAY_VERSION);
   app.require_subcommand(1);

@@ -25,8 +25,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
 // Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
 long ProcKib(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

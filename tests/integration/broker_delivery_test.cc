@@ -35,8 +35,6 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
 struct Tally {
   int lost = 0;
   int duplicates = 0;

@@ -56,8 +56,6 @@ std::string Insert(int n, const std::string& aggregatetype_sql, const std::strin
 
 std::string GoodRow(int n) { return Insert(n, "'Good'", "'{\"n\": " + std::to_string(n) + "}'"); }
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
 // Reads `topics` until a record with each of `ids` in its `id` header arrived.
 std::map<std::string, ConsumedRecord> ReadIds(const std::string& bootstrap,
                                               const std::vector<std::string>& topics,

@@ -35,8 +35,6 @@ RelayFixture& Shared() {
   return fx;
 }
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
 void CheckNoSecret(const std::string& what, const std::string& text) {
   for (const std::string& secret :
        {Shared().broker().security().sasl_password, std::string(kWrongPassword), std::string(kKeyPassword)}) {

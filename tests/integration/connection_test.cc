@@ -29,26 +29,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
-size_t Count(const std::string& haystack, const std::string& needle) {
-  size_t n = 0;
-  for (size_t pos = haystack.find(needle); pos != std::string::npos;
-       pos = haystack.find(needle, pos + 1))
-    ++n;
-  return n;
-}
-
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
-}
-
 std::optional<double> Metric(const std::string& text, const std::string& name) {
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {

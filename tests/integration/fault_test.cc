@@ -25,16 +25,6 @@ using namespace walrelay::testing;
 
 namespace {
 
-std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
-
-size_t Count(const std::string& haystack, const std::string& needle) {
-  size_t n = 0;
-  for (size_t pos = haystack.find(needle); pos != std::string::npos;
-       pos = haystack.find(needle, pos + 1))
-    ++n;
-  return n;
-}
-
 // Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
 long ProcKib(pid_t pid, const std::string& field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

@@ -26,6 +26,27 @@
 
 namespace walrelay::testing {
 
+// Helpers the integration suites share.
+
+// Polls `pred` until it holds or `timeout` passes; the last answer is returned.
+template <typename Pred>
+bool Eventually(Pred pred, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return pred();
+}
+
+// How often `needle` occurs in `text` (overlapping occurrences count).
+inline size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+
 inline std::string ReadWholeFile(const std::string& path) { return devtools::ReadFile(path); }
 
 // Selects a real Apache Kafka cluster (scripts/fetch-kafka.sh) instead of the mock.
@@ -212,5 +233,8 @@ class RelayFixture {
   std::string plugin_ = "wal2json";
   int config_count_ = 0;
 };
+
+// The relay log of the fixture's relays so far.
+inline std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
 
 }  // namespace walrelay::testing

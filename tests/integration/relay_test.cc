@@ -15,7 +15,6 @@ using walrelay::testing::RelayFixture;
 using devtools::ConsumedRecord;
 using namespace walrelay::testing;
 
-
 TEST_CASE("10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exactly once, in key order") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("bulk", {}));

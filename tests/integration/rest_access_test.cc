@@ -66,22 +66,6 @@ double Refused(int port, const std::string& reason) {
   return *value;
 }
 
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return pred();
-}
-
 Result<RelaySettings> ParseWith(const std::map<std::string, std::string>& keys) {
   std::string json = R"({"name": "n", "config": {"database.hostname": "h", "database.user": "u",
       "database.dbname": "d", "topic.prefix": "p", "kafka.bootstrap.servers": "k:9092")";

@@ -44,16 +44,6 @@ double SumFamily(const std::string& text, const std::string& family) {
   return sum;
 }
 
-template <typename Pred>
-bool Eventually(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 std::map<std::string, std::string> RestConfig() {
   return {{"listeners", "http://127.0.0.1:0"}, {"database.password", kPassword}};
 }

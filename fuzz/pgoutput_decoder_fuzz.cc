@@ -7,7 +7,10 @@
 // Type caches and the storage reuse between messages are exercised; a table filter refuses
 // tables whose name starts with 'n', so excluded rows are too. Besides crashes and sanitizer
 // reports, it enforces the decoder's contract with the relay: a failure is a kDecode status
-// whose message names the position, and a failed Decode yields no message.
+// whose message names the position, and a failed Decode yields no message. Each logical
+// decoding message's content also goes through DecodeMessageContent (the outbox without a
+// table), whose contract is checked the same way: a kTransform error naming the LSN and no
+// columns, or columns with distinct names.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +19,7 @@
 
 #include "common/lsn.h"
 #include "decode/pgoutput_decoder.h"
+#include "transform/message_event.h"
 
 namespace {
 
@@ -23,6 +27,27 @@ void Fail(const std::string& what, std::string_view message) {
   std::fprintf(stderr, "pgoutput_decoder_fuzz: %s\nmessage of %zu bytes\n", what.c_str(),
                message.size());
   std::abort();
+}
+
+size_t CheckMessageContent(const walrelay::LogicalMessage& message) {
+  walrelay::RowChange row;
+  const walrelay::Status status = walrelay::DecodeMessageContent(message, 7, 0, true, row);
+  if (!status.ok()) {
+    if (status.code() != walrelay::ErrorCode::kTransform)
+      Fail("content error of class " + std::string(walrelay::ErrorCodeName(status.code())),
+           message.content);
+    if (status.message().find(message.lsn.ToString()) == std::string::npos)
+      Fail("content error does not name the LSN: " + status.message(), message.content);
+    if (!row.columns.empty()) Fail("failed content decoding left columns", message.content);
+    return 0;
+  }
+  size_t bytes = 0;
+  for (size_t i = 0; i < row.columns.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (row.columns[i].name == row.columns[j].name) Fail("repeated column name", message.content);
+    bytes += row.columns[i].text.size();
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -57,6 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto* columns : {&m->change.columns, &m->change.identity})
         for (const auto& c : *columns) seen += c.name.size() + c.type.size() + c.text.size();
       seen += m->change.schema.size() + m->change.table.size() + m->message.content.size();
+      if (m->kind == walrelay::MessageKind::kMessage) seen += CheckMessageContent(m->message);
     }
     position += 0x28;
   }

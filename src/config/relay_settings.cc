@@ -219,6 +219,16 @@ bool ListenerAddress::IsLoopback() const {
   return inet_pton(AF_INET6, host.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
+bool RelaySettings::IncludesMessagePrefix(const std::string& prefix) const {
+  auto any_matches = [&prefix](const std::vector<std::regex>& patterns) {
+    for (const auto& re : patterns)
+      if (std::regex_match(prefix, re)) return true;
+    return false;
+  };
+  if (!message_prefix_include.empty()) return any_matches(message_prefix_include);
+  return !any_matches(message_prefix_exclude);
+}
+
 bool RelaySettings::IncludesTable(const std::string& qualified_table) const {
   for (const auto& re : table_include_regex)
     if (std::regex_match(qualified_table, re)) return true;
@@ -412,6 +422,23 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     } catch (const std::regex_error& e) {
       return Status::Config("'table.include.list' entry '" + t + "' is not a valid regex: " + e.what());
     }
+  }
+  for (auto [key, target] : {std::pair{"message.prefix.include.list", &s.message_prefix_include},
+                             std::pair{"message.prefix.exclude.list", &s.message_prefix_exclude}}) {
+    for (const auto& pattern : p.GetList(key, {})) {
+      try {
+        target->emplace_back(pattern, std::regex::ECMAScript | std::regex::icase |
+                                          std::regex::optimize);
+      } catch (const std::regex_error& e) {
+        return Status::Config("'" + std::string(key) + "' entry '" + pattern +
+                              "' is not a valid regex: " + e.what());
+      }
+    }
+  }
+  if (!s.message_prefix_include.empty() && !s.message_prefix_exclude.empty()) {
+    return Status::Config(
+        "'message.prefix.include.list' and 'message.prefix.exclude.list' are both set; set "
+        "only one (as in Debezium)");
   }
   auto prefix = p.GetRequired("topic.prefix");
   if (!prefix.ok()) return prefix.status();

@@ -73,6 +73,10 @@ struct RelaySettings {
   PublicationMode publication_mode = PublicationMode::kAllTables;
   std::vector<std::string> table_include;  // anchored regexes over "schema.table"
   std::vector<std::regex> table_include_regex;
+  // message.prefix.include.list / .exclude.list: which logical decoding message prefixes are
+  // relayed, case-insensitive regexes matching the whole prefix; at most one list is set.
+  std::vector<std::regex> message_prefix_include;
+  std::vector<std::regex> message_prefix_exclude;
   std::string topic_prefix;
   int64_t status_update_interval_ms = 10000;
   int64_t max_queue_size = 8192;
@@ -115,6 +119,8 @@ struct RelaySettings {
   std::set<std::string> ProvidedKafkaKeys() const;
 
   bool IncludesTable(const std::string& qualified_table) const;
+  // Whether transactional logical decoding messages with this prefix are relayed.
+  bool IncludesMessagePrefix(const std::string& prefix) const;
   // wal2json's add-tables value when every include entry is a plain name, else "".
   std::string Wal2JsonAddTables() const;
   // The include entries that are plain schema.table names rather than patterns.

@@ -27,10 +27,10 @@ std::string Wal2JsonStartOptions(std::string_view add_tables) {
   return options;
 }
 
-std::string PgOutputStartOptions(std::string_view publication_names) {
+std::string PgOutputStartOptions(std::string_view publication_names, bool with_messages) {
   // messages: pg_logical_emit_message() records are part of the stream, as with wal2json.
   return "proto_version '1', publication_names " + QuoteLiteral(publication_names) +
-         ", messages 'true'";
+         (with_messages ? ", messages 'true'" : "");
 }
 
 Result<std::unique_ptr<Decoder>> MakeDecoder(std::string_view plugin_name,

@@ -73,9 +73,10 @@ class Decoder {
   // The logical decoding output plugin this decoder reads ("wal2json", "pgoutput"): the
   // plugin a slot must be created with.
   virtual std::string_view plugin_name() const = 0;
-  // The option list of START_REPLICATION ... LOGICAL <lsn> (<options>) this decoder needs,
-  // without the parentheses.
-  virtual std::string StartReplicationOptions() const = 0;
+  // The option list of START_REPLICATION ... LOGICAL <lsn> (<options>) this decoder needs
+  // from a server of `server_version` (PQserverVersion's form, e.g. 150018), without the
+  // parentheses. Only reads the options given at construction: safe from any thread.
+  virtual std::string StartReplicationOptions(int server_version) const = 0;
 };
 
 // A table column as the catalog describes it: name and format_type(atttypid, atttypmod).
@@ -117,7 +118,9 @@ struct DecoderOptions {
 // START_REPLICATION options of each plugin, for callers that need them without a decoder.
 // The values are quoted as SQL literals.
 std::string Wal2JsonStartOptions(std::string_view add_tables = {});
-std::string PgOutputStartOptions(std::string_view publication_names);
+// pgoutput's `messages` option exists from PostgreSQL 14 on; older servers refuse it.
+std::string PgOutputStartOptions(std::string_view publication_names, bool with_messages = true);
+inline constexpr int kPgOutputMessagesSince = 140000;
 
 // A decoder for `plugin_name` ("wal2json" or "pgoutput"); a kConfig error naming the plugin
 // otherwise.

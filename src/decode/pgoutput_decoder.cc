@@ -267,8 +267,9 @@ PgOutputDecoder::~PgOutputDecoder() = default;
 PgOutputDecoder::PgOutputDecoder(PgOutputDecoder&&) noexcept = default;
 PgOutputDecoder& PgOutputDecoder::operator=(PgOutputDecoder&&) noexcept = default;
 
-std::string PgOutputDecoder::StartReplicationOptions() const {
-  return PgOutputStartOptions(options_.publication_names);
+std::string PgOutputDecoder::StartReplicationOptions(int server_version) const {
+  return PgOutputStartOptions(options_.publication_names,
+                              server_version >= kPgOutputMessagesSince);
 }
 
 void PgOutputDecoder::SetTableFilter(TableFilter filter) {

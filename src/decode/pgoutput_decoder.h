@@ -46,7 +46,7 @@ class PgOutputDecoder final : public Decoder {
   const DecodedMessage* Next() override;
   void SetTableFilter(TableFilter filter) override;
   std::string_view plugin_name() const override { return "pgoutput"; }
-  std::string StartReplicationOptions() const override;
+  std::string StartReplicationOptions(int server_version) const override;
 
  private:
   struct Relation;

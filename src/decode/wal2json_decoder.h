@@ -45,7 +45,7 @@ class Wal2JsonDecoder final : public Decoder {
   Status Decode(std::string_view json, Lsn data_start) override;
   const DecodedMessage* Next() override;
   std::string_view plugin_name() const override { return "wal2json"; }
-  std::string StartReplicationOptions() const override {
+  std::string StartReplicationOptions(int /*server_version*/) const override {
     return Wal2JsonStartOptions(options_.wal2json_add_tables);
   }
 

@@ -16,6 +16,16 @@ namespace {
 // served even while a large backlog streams in.
 constexpr int kMessagesPerTurn = 512;
 
+// What error messages call the source of a record: "row of public.outbox" for a table, the
+// label itself for a logical decoding message (see MessageOrigin).
+std::string OriginText(const std::string& origin) {
+  return origin.starts_with("logical decoding message") ? origin : "row of " + origin;
+}
+
+std::string MessageOrigin(const std::string& prefix) {
+  return "logical decoding message with prefix '" + prefix + "'";
+}
+
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -59,7 +69,12 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
         }
         return std::move(made).value();
       }()),
-      connector_(settings_, decoder_ ? decoder_->StartReplicationOptions() : std::string(), io),
+      connector_(settings_,
+                 [decoder = decoder_.get()](int server_version) {
+                   return decoder ? decoder->StartReplicationOptions(server_version)
+                                  : std::string();
+                 },
+                 io),
       pg_socket_(io),
       kafka_events_(io),
       status_timer_(io),
@@ -398,12 +413,12 @@ void Relay::WarnIfStalled() {
   if (!source) return;
   auto info = inflight_info_.find(*oldest);
   const std::string topic = info != inflight_info_.end() ? info->second.topic->first : "?";
-  spdlog::warn("a record for topic '{}' (row of {} at LSN {}) has waited over {} s for Kafka's "
+  spdlog::warn("a record for topic '{}' ({} at LSN {}) has waited over {} s for Kafka's "
                "acknowledgement; librdkafka retries it until errors.retry.timeout ({}), and the "
                "slot stays confirmed at {} meanwhile. Usual causes: a broker down, or the topic "
                "has fewer in-sync replicas than its min.insync.replicas (NOT_ENOUGH_REPLICAS); "
                "see the broker's log",
-               topic, source->table, source->lsn.ToString(),
+               topic, OriginText(source->table), source->lsn.ToString(),
                std::chrono::duration_cast<std::chrono::seconds>(now - stall_since_).count(),
                settings_.errors_retry_timeout_ms > 0
                    ? std::to_string(settings_.errors_retry_timeout_ms) + " ms"
@@ -473,15 +488,14 @@ Status Relay::HandleDecoded(const DecodedMessage& decoded) {
   switch (decoded.kind) {
     case MessageKind::kBegin:
       tracker_.BeginTransaction();
+      current_txn_ = decoded.begin;
       return Status::Ok();
     case MessageKind::kCommit:
       tracker_.CommitTransaction(decoded.commit.end_lsn);
       ConfirmWhenCaughtUp();
       return Status::Ok();
     case MessageKind::kMessage:
-      spdlog::debug("logical decoding message with prefix '{}' at LSN {} is not relayed",
-                    decoded.message.prefix, decoded.message.lsn.ToString());
-      return Status::Ok();
+      return HandleLogicalMessage(decoded.message);
     case MessageKind::kChange:
       return HandleChange(decoded.change);
     case MessageKind::kExcludedChange:
@@ -517,21 +531,49 @@ Status Relay::HandleChange(const RowChange& change) {
   const SourceTable& source = LookupTable(change.schema, change.table);
   if (!source.included) return Status::Ok();
   ++*source.read_counter;
-  const std::string& table = source.qualified;
-  Record record = MakeSourceRecord(change, source_context_);
-  auto outcome = chain_->Apply(record);
-  if (!outcome.ok()) {
+  return RelayRecord(MakeSourceRecord(change, source_context_), source.qualified, [&] {
     // The dead letter carries the row as the change event it came in as.
     Record original = MakeSourceRecord(change, source_context_);
     original.value = SerializeChangeEvent(change, source_context_, NowMillis());
+    return original;
+  });
+}
+
+Status Relay::HandleLogicalMessage(const LogicalMessage& message) {
+  if (!message.transactional) {
+    // Written outside any transaction, it is decoded even if the writer's work rolls back,
+    // and it arrives apart from the commits the slot is confirmed at: not an outbox event.
+    ++counters_.logical_messages["non_transactional"];
+    spdlog::warn("refused a non-transactional logical decoding message with prefix '{}' at LSN "
+                 "{}: only pg_logical_emit_message(true, ...) messages are relayed, so that an "
+                 "event is published exactly when its transaction commits",
+                 message.prefix, message.lsn.ToString());
+    return Status::Ok();
+  }
+  if (!settings_.IncludesMessagePrefix(message.prefix)) {
+    ++counters_.logical_messages["filtered"];
+    return Status::Ok();
+  }
+  ++counters_.logical_messages["relayed"];
+  auto make = [&] {
+    return MakeMessageRecord(message, current_txn_.xid, current_txn_.commit_time_ms,
+                             source_context_, NowMillis());
+  };
+  return RelayRecord(make(), MessageOrigin(message.prefix), make);
+}
+
+Status Relay::RelayRecord(Record record, const std::string& origin,
+                          const std::function<Record()>& original) {
+  auto outcome = chain_->Apply(record);
+  if (!outcome.ok()) {
     const std::string id = record.FindHeader("id") && record.FindHeader("id")->value
                                ? " (event id " + *record.FindHeader("id")->value + ")"
                                : "";
     FailureContext failure{"TRANSFORMATION", "transform chain", "walrelay.TransformError",
-                           outcome.status().message(), settings_.name, change.lsn, table};
-    return ApplyErrorPolicy(original, failure,
-                            outcome.status().WithContext("row of " + table + id + " at LSN " +
-                                                         change.lsn.ToString()),
+                           outcome.status().message(), settings_.name, record.source.lsn, origin};
+    return ApplyErrorPolicy(original(), failure,
+                            outcome.status().WithContext(OriginText(origin) + id + " at LSN " +
+                                                         record.source.lsn.ToString()),
                             std::nullopt);
   }
   if (*outcome == TransformOutcome::kDrop) return Status::Ok();
@@ -539,7 +581,8 @@ Status Relay::HandleChange(const RowChange& change) {
     record.value = SerializeChangeEvent(*record.change, source_context_, NowMillis());
     record.change = nullptr;
   }
-  return Produce(record, table);
+  record.message = nullptr;
+  return Produce(record, origin);
 }
 
 Status Relay::Produce(Record& record, const std::string& table) {
@@ -560,7 +603,7 @@ Status Relay::Send(Record& record, const std::string& table, uint64_t ticket) {
     return Hold(HeldRecord{std::move(record), table, ticket, false});
   }
   Status error =
-      st.WithContext("row of " + table + " at LSN " + record.source.lsn.ToString());
+      st.WithContext(OriginText(table) + " at LSN " + record.source.lsn.ToString());
   if (!IsRecordSpecificError(code)) return StopAt(ticket, std::move(error));
   FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(code), st.message(),
                          settings_.name, record.source.lsn, table};
@@ -631,7 +674,7 @@ Status Relay::Hold(HeldRecord held) {
   if (producer_->OutstandingMessages() == 0) {
     // Nothing in librdkafka's queue will make room: the record alone exceeds it.
     Status error = Status::Kafka(
-        "cannot produce " + DescribeRecord(held.record) + " (row of " + held.table +
+        "cannot produce " + DescribeRecord(held.record) + " (" + OriginText(held.table) +
         "): it does not fit librdkafka's empty queue; raise 'kafka.queue.buffering.max.kbytes' "
         "(or remove the override)");
     tracker_.Fail(held.ticket, error.message());

@@ -45,6 +45,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -67,6 +68,7 @@
 #include "status/metrics.h"
 #include "transform/chain.h"
 #include "transform/change_event_source.h"
+#include "transform/message_event.h"
 
 namespace walrelay {
 
@@ -139,6 +141,14 @@ class Relay {
   Status HandleMessage(std::string_view message);
   Status HandleDecoded(const DecodedMessage& decoded);
   Status HandleChange(const RowChange& change);
+  // A pg_logical_emit_message() record: relayed when transactional and its prefix is
+  // included (transform/message_event.h), refused with a warning when not transactional.
+  Status HandleLogicalMessage(const LogicalMessage& message);
+  // Runs `record` from `origin` (a table, or a message's origin label) through the chain and
+  // produces what comes out; `original` rebuilds the untransformed record for the error
+  // policy when the chain fails.
+  Status RelayRecord(Record record, const std::string& origin,
+                     const std::function<Record()>& original);
   Status Produce(Record& record, const std::string& table);
   // Hands a record, registered in the ledger as `ticket`, to the producer; a record that does
   // not fit librdkafka's queue is held (OK is returned) and sent again by Pump.
@@ -252,6 +262,7 @@ class Relay {
   };
   const SourceTable& LookupTable(std::string_view schema, std::string_view table);
   std::vector<SourceTable> tables_;
+  TxnBegin current_txn_;  // the transaction being streamed: its messages carry its xid and time
   size_t last_table_ = 0;
   std::unordered_map<uint64_t, InflightInfo> inflight_info_;
   TopicAcks* last_topic_ = nullptr;  // the previous record's

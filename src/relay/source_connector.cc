@@ -20,7 +20,7 @@ std::string SourceIdentity::ToString() const {
   return "system " + system_id + " timeline " + std::to_string(timeline);
 }
 
-SourceConnector::SourceConnector(const RelaySettings& settings, std::string start_options,
+SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
                                  boost::asio::io_context& io)
     : settings_(settings), start_options_(std::move(start_options)), io_(io) {}
 
@@ -97,7 +97,8 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   auto catalog = ReadCatalogSnapshot(*conn, settings_);
   if (!catalog.ok()) return catalog.status();
   session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
-  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, Lsn(), start_options_));
+  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, Lsn(),
+                                                  start_options_(report.server.server_version)));
   conn->ForgetCancelFlag();
   session.connection.emplace(std::move(conn).value());
   return session;

@@ -72,8 +72,10 @@ class SourceConnector {
  public:
   using Callback = std::function<void(Result<SourceSession>)>;
 
-  // `start_options`: the decoder's START_REPLICATION options (Decoder::StartReplicationOptions).
-  SourceConnector(const RelaySettings& settings, std::string start_options,
+  // The decoder's START_REPLICATION options for a server version
+  // (Decoder::StartReplicationOptions); called on the worker thread.
+  using StartOptions = std::function<std::string(int server_version)>;
+  SourceConnector(const RelaySettings& settings, StartOptions start_options,
                   boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
@@ -89,7 +91,7 @@ class SourceConnector {
   Status SlotGone(const ConnectPlan& plan) const;
 
   RelaySettings settings_;
-  std::string start_options_;
+  StartOptions start_options_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.

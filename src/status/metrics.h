@@ -17,6 +17,9 @@ namespace walrelay {
 
 struct RelayCounters {
   std::map<std::string, uint64_t> source_records;  // by source table
+  // pg_logical_emit_message() records by outcome: "relayed", "filtered" (prefix not
+  // included), "non_transactional" (refused)
+  std::map<std::string, uint64_t> logical_messages;
   std::map<std::string, uint64_t> acked;           // by Kafka topic (dead letters included)
   std::map<std::string, uint64_t> failed;          // by stage: "transform" or "produce"
   uint64_t dead_letters = 0;                       // handed to the dead-letter topic

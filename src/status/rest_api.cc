@@ -266,6 +266,10 @@ HttpResponse RestApi::Metrics() const {
   m.PerLabel("walrelay_source_records_total", "counter",
              "Row changes read from the slot for included tables.", "table", c.source_records,
              settings.PlainIncludedTables());
+  m.PerLabel("walrelay_logical_messages_total", "counter",
+             "pg_logical_emit_message() records read from the slot, by outcome: relayed, "
+             "filtered (prefix not included) or non_transactional (refused).",
+             "outcome", c.logical_messages, {"relayed", "filtered", "non_transactional"});
   m.PerLabel("walrelay_records_acked_total", "counter",
              "Records Kafka acknowledged, by topic (dead letters under their topic).", "topic",
              c.acked, known_topics);

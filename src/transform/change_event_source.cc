@@ -10,6 +10,8 @@ namespace {
 constexpr char kBase64Alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
+}  // namespace
+
 std::string Base64(std::string_view bytes) {
   std::string out;
   out.reserve((bytes.size() + 2) / 3 * 4);
@@ -34,6 +36,8 @@ std::string Base64(std::string_view bytes) {
   }
   return out;
 }
+
+namespace {
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -184,6 +188,32 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
   return record;
 }
 
+void WriteSourceBlock(JsonWriter& w, const SourceContext& ctx, std::string_view schema,
+                      std::string_view table, int64_t commit_time_ms, uint32_t xid, Lsn lsn) {
+  w.StartObject();
+  w.Key("version");
+  w.String(WALRELAY_VERSION);
+  w.Key("connector");
+  w.String("postgresql");
+  w.Key("name");
+  w.String(ctx.topic_prefix);
+  w.Key("ts_ms");
+  w.Int64(commit_time_ms);
+  w.Key("snapshot");
+  w.String("false");
+  w.Key("db");
+  w.String(ctx.database);
+  w.Key("schema");
+  WriteJsonString(w, schema);
+  w.Key("table");
+  WriteJsonString(w, table);
+  w.Key("txId");
+  w.Uint(xid);
+  w.Key("lsn");
+  w.Uint64(lsn.value());
+  w.EndObject();
+}
+
 std::string SerializeChangeEvent(const RowChange& change, const SourceContext& ctx,
                                  int64_t now_ms) {
   rapidjson::StringBuffer buffer;
@@ -206,28 +236,8 @@ std::string SerializeChangeEvent(const RowChange& change, const SourceContext& c
   }
 
   w.Key("source");
-  w.StartObject();
-  w.Key("version");
-  w.String(WALRELAY_VERSION);
-  w.Key("connector");
-  w.String("postgresql");
-  w.Key("name");
-  w.String(ctx.topic_prefix);
-  w.Key("ts_ms");
-  w.Int64(change.commit_time_ms);
-  w.Key("snapshot");
-  w.String("false");
-  w.Key("db");
-  w.String(ctx.database);
-  w.Key("schema");
-  w.String(change.schema);
-  w.Key("table");
-  w.String(change.table);
-  w.Key("txId");
-  w.Uint(change.xid);
-  w.Key("lsn");
-  w.Uint64(change.lsn.value());
-  w.EndObject();
+  WriteSourceBlock(w, ctx, change.schema, change.table, change.commit_time_ms, change.xid,
+                   change.lsn);
 
   w.Key("op");
   const char op = static_cast<char>(change.op);

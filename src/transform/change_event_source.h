@@ -56,6 +56,14 @@ inline void WriteJsonString(JsonWriter& writer, std::string_view value) {
   writer.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
 }
 
+// Writes the change event's "source" object: connector, topic prefix, database, schema,
+// table, commit time, transaction id and LSN, as Debezium's PostgreSQL source block.
+void WriteSourceBlock(JsonWriter& writer, const SourceContext& ctx, std::string_view schema,
+                      std::string_view table, int64_t commit_time_ms, uint32_t xid, Lsn lsn);
+
+// Standard base64 with padding, as JsonConverter writes bytes.
+std::string Base64(std::string_view bytes);
+
 // Writes one column value as a JSON value (see the typing rules above).
 void WriteColumnJson(const Column& column, JsonWriter& writer);
 // The same, as a standalone JSON text.

@@ -567,7 +567,7 @@ class OutboxEventRouter final : public Transform {
  private:
   // "(table public.outbox, event id 'x', LSN 0/16B3748)"
   static std::string Where(const Record& record, const std::optional<std::string>& event_id) {
-    std::string where = "table " + record.source.table;
+    std::string where = DescribeOrigin(record.source);
     if (event_id) where += ", event id '" + *event_id + "'";
     return where + ", LSN " + record.source.lsn.ToString();
   }

@@ -59,7 +59,7 @@ int64_t NowMillis() {
 
 // "table public.outbox, event id 'x', LSN 0/16B3748"
 std::string Origin(const Record& record) {
-  std::string where = "table " + record.source.table;
+  std::string where = DescribeOrigin(record.source);
   if (const Header* id = record.FindHeader("id"); id != nullptr && id->value) {
     where += ", event id '" + *id->value + "'";
   }
@@ -198,7 +198,10 @@ class PluginTransform final : public Transform {
   static void Store(Output output, Record& record) {
     if (output.topic) record.topic = std::move(*output.topic);
     if (output.key) record.key = std::move(*output.key);
-    if (output.value) record.value = std::move(*output.value);
+    if (output.value) {
+      record.value = std::move(*output.value);
+      record.message = nullptr;  // the value no longer is the message event
+    }
     if (output.headers) record.headers = std::move(*output.headers);
     record.partition = output.partition;
     record.timestamp_ms = output.timestamp_ms;

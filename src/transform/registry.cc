@@ -3,6 +3,7 @@
 #include <functional>
 #include <utility>
 
+#include "transform/message_event.h"
 #include "transform/outbox_event_router.h"
 #include "transform/plugin_transform.h"
 
@@ -34,6 +35,8 @@ struct BuiltInType {
 const std::vector<BuiltInType>& BuiltInTypes() {
   static const std::vector<BuiltInType> kTypes = {
       {{kOutboxEventRouterType}, MakeOutboxEventRouter},
+      {{kDecodeMessageContentType, "DecodeLogicalDecodingMessageContent"},
+       MakeDecodeMessageContent},
       {{kFilterType, "Filter"},
        [](const std::string& alias, const Properties&) -> Result<std::unique_ptr<Transform>> {
          return std::unique_ptr<Transform>(std::make_unique<FilterTransform>(alias));

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -62,17 +63,19 @@ std::string Join(const std::vector<int>& v) {
   return s;
 }
 
-// Streams `batches` x 100 outbox rows in 10-row transactions from a thread, so faults land
-// while rows are being written, decoded and produced.
+// Streams `batches` x 100 outbox events in 10-event transactions from a thread, so faults
+// land while events are being written, decoded and produced. `event` writes one: an outbox
+// row by default.
 class StreamWriter {
  public:
-  StreamWriter(RelayFixture& fx, int batches, std::chrono::milliseconds pause)
-      : total_(batches * 100), thread_([this, &fx, batches, pause] {
+  StreamWriter(RelayFixture& fx, int batches, std::chrono::milliseconds pause,
+               std::function<std::string(int)> event = [](int seq) { return InsertEvent(seq); })
+      : total_(batches * 100), thread_([this, &fx, batches, pause, event] {
           for (int batch = 0; batch < batches; ++batch) {
             std::string sql;
             for (int i = 1; i <= 100; ++i) {
               const int seq = batch * 100 + i;
-              sql += (i % 10 == 1 ? "BEGIN;" : "") + InsertEvent(seq) + (i % 10 == 0 ? "COMMIT;" : "");
+              sql += (i % 10 == 1 ? "BEGIN;" : "") + event(seq) + (i % 10 == 0 ? "COMMIT;" : "");
             }
             auto upper = fx.pg().QueryValue(sql + "SELECT pg_current_wal_insert_lsn()::text");
             auto lsn = upper.ok() ? Lsn::Parse(*upper) : Result<Lsn>(upper.status());
@@ -172,19 +175,26 @@ TEST_CASE("real broker: mixed transactions, noise and delete-after-insert arrive
                    << " s (checked after reading)");
 }
 
-TEST_CASE("real broker: kill -9 of the relay five times while a writer streams loses nothing") {
-  RelayFixture fx{RealBroker{}};
-  const std::string slot = "killloop";
+namespace {
+
+// Kills the relay `kills` times with SIGKILL while a writer streams `batches` x 100 events
+// (`event` writes one), restarting it each time; then checks that every event arrived, in key
+// order, and that the slot reached the end.
+void KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot,
+                             std::map<std::string, std::string> config_overrides, int kills,
+                             int batches, const std::function<std::string(int)>& event,
+                             const std::string& what) {
   // A relay that keeps up confirms within milliseconds, so most kills would find nothing in
   // flight; lingering keeps records between produce and acknowledgement for most of the run.
-  const std::string config = fx.WriteConfig(slot, {{"kafka.linger.ms", "100"}});
-  auto relay = fx.StartRelay(config);  // creates the slot before the first row is written
-  StreamWriter writer(fx, 100, 120ms);
+  config_overrides["kafka.linger.ms"] = "100";
+  const std::string config = fx.WriteConfig(slot, config_overrides);
+  auto relay = fx.StartRelay(config);  // creates the slot before the first event is written
+  StreamWriter writer(fx, batches, 120ms, event);
   const Lsn first_position = fx.ConfirmedFlush(slot);
   bool advanced_between_kills = false;
   int kills_with_rows_unconfirmed = 0;
   double longest_restart = 0;
-  for (int kill = 0; kill < 5; ++kill) {
+  for (int kill = 0; kill < kills; ++kill) {
     // Long enough for an instance to connect, get acknowledgements and confirm some of them.
     std::this_thread::sleep_for(1500ms + 300ms * kill);
     // Kill just after a batch commits, while its records still linger in the producer.
@@ -219,17 +229,36 @@ TEST_CASE("real broker: kill -9 of the relay five times while a writer streams l
   for (const auto& r : records) offsets.insert({r.topic, r.partition, r.offset});
   CHECK(offsets.size() == records.size());  // the reader itself read each Kafka record once
   CHECK(advanced_between_kills);
-  // A kill that finds every row confirmed tests nothing; killing right after a commit, with
+  // A kill that finds every event confirmed tests nothing; killing right after a commit, with
   // the producer lingering, makes that rare.
   CHECK(kills_with_rows_unconfirmed >= 2);
   CHECK(relay->Running());
-  MESSAGE("kill -9 of the relay x5 (" << kills_with_rows_unconfirmed
-                                      << " with committed rows not yet confirmed): "
-                                      << writer.total() << " rows -> " << records.size()
-                                      << " records, " << tally.lost << " lost, " << tally.duplicates
-                                      << " duplicates; slowest kill-to-streaming " << longest_restart
-                                      << " s; slot at the end " << catch_up_seconds
-                                      << " s after the writer finished");
+  MESSAGE("kill -9 of the relay x" << kills << ", " << what << " (" << kills_with_rows_unconfirmed
+                                   << " with committed events not yet confirmed): "
+                                   << writer.total() << " events -> " << records.size()
+                                   << " records, " << tally.lost << " lost, " << tally.duplicates
+                                   << " duplicates; slowest kill-to-streaming " << longest_restart
+                                   << " s; slot at the end " << catch_up_seconds
+                                   << " s after the writer finished");
+}
+
+}  // namespace
+
+TEST_CASE("real broker: kill -9 of the relay five times while a writer streams loses nothing") {
+  RelayFixture fx{RealBroker{}};
+  KillRelayWhileStreaming(fx, "killloop", {}, 5, 100, [](int seq) { return InsertEvent(seq); }, "outbox rows");
+}
+
+TEST_CASE("real broker: outbox events emitted as logical decoding messages survive kill -9 of "
+          "the relay (pgoutput)") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  KillRelayWhileStreaming(
+      fx, "killmsgs",
+      {{"transforms", "decode,outbox"},
+       {"transforms.decode.type",
+        "io.debezium.connector.postgresql.transforms.DecodeLogicalDecodingMessageContent"}},
+      3, 50, [](int seq) { return EmitEvent(seq); }, "pg_logical_emit_message events");
 }
 
 TEST_CASE("real broker: kill -9 of the broker mid-stream; the slot never passes an unacknowledged transaction") {

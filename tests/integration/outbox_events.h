@@ -38,6 +38,20 @@ inline std::string InsertEvent(int seq) {
          "', 'text', 'ünï \"q\" \\ ok'));";
 }
 
+// The same event as InsertEvent(seq), emitted with pg_logical_emit_message(true, prefix, ...)
+// instead of inserted: jsonb's text rendering gives the payload member the bytes a jsonb
+// payload column would have, so CheckRecords holds for both.
+inline std::string EmitEvent(int seq, const std::string& prefix = "outbox") {
+  const std::string& type = kAggregateTypes[seq % 3];
+  const std::string key = type + "-" + std::to_string(seq % 17);
+  char id[40];
+  std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
+  return "SELECT pg_logical_emit_message(true, '" + prefix + "', jsonb_build_object('id', '" +
+         std::string(id) + "', 'aggregatetype', '" + type + "', 'aggregateid', '" + key +
+         "', 'type', '" + type + "Happened', 'payload', jsonb_build_object('seq', " +
+         std::to_string(seq) + ", 'key', '" + key + "', 'text', 'ünï \"q\" \\ ok'))::text);";
+}
+
 inline std::string HeaderValue(const ConsumedRecord& r, const std::string& name) {
   for (const auto& h : r.headers)
     if (h.key == name) return h.value.value_or("(null)");

@@ -241,6 +241,8 @@ TEST_CASE("an unknown type names the built-ins and where plugins were looked for
   const std::string no_path = BuildErrorText({{"transforms", "x"}, {"transforms.x.type", "RegexRouter"}});
   CHECK_MESSAGE(Contains(no_path, "'transforms.x.type' is 'RegexRouter', which is not a built-in "
                                   "transform (io.debezium.transforms.outbox.EventRouter, "
+                                  "io.debezium.connector.postgresql.transforms."
+                                  "DecodeLogicalDecodingMessageContent, "
                                   "org.apache.kafka.connect.transforms.Filter)"),
                 no_path);
   CHECK_MESSAGE(Contains(no_path, "'plugin.path' is not set"), no_path);

@@ -142,6 +142,38 @@ TEST_CASE("regex include lists disable the server-side table filter but still fi
   CHECK(s->PlainIncludedTables() == std::vector<std::string>{"audit.events"});
 }
 
+TEST_CASE("message.prefix lists: whole-prefix, case-insensitive regexes; every prefix by default; not both") {
+  auto all = Settings(Minimal(""));
+  REQUIRE(all.ok());
+  CHECK(all->IncludesMessagePrefix("anything"));
+  CHECK(all->IncludesMessagePrefix(""));
+
+  auto include = Settings(Minimal(R"(,"message.prefix.include.list":"outbox, orders\\..*")"));
+  REQUIRE_MESSAGE(include.ok(), include.status().ToString());
+  CHECK(include->IncludesMessagePrefix("outbox"));
+  CHECK(include->IncludesMessagePrefix("OUTBOX"));
+  CHECK(include->IncludesMessagePrefix("orders.paid"));
+  CHECK_FALSE(include->IncludesMessagePrefix("outbox2"));  // the whole prefix must match
+  CHECK_FALSE(include->IncludesMessagePrefix("audit"));
+
+  auto exclude = Settings(Minimal(R"(,"message.prefix.exclude.list":"audit.*")"));
+  REQUIRE(exclude.ok());
+  CHECK_FALSE(exclude->IncludesMessagePrefix("audit-log"));
+  CHECK(exclude->IncludesMessagePrefix("outbox"));
+
+  auto both = Settings(Minimal(
+      R"(,"message.prefix.include.list":"outbox","message.prefix.exclude.list":"audit")"));
+  REQUIRE_FALSE(both.ok());
+  CHECK(both.status().code() == ErrorCode::kConfig);
+  CHECK(both.status().message().find("'message.prefix.include.list' and "
+                                     "'message.prefix.exclude.list' are both set") !=
+        std::string::npos);
+  auto bad = Settings(Minimal(R"(,"message.prefix.include.list":"out(box")"));
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find("'message.prefix.include.list' entry 'out(box'") !=
+        std::string::npos);
+}
+
 TEST_CASE("${file:...} reads a whole file and trims the trailing newline") {
   const std::string path = "/tmp/walrelay_config_test_secret";
   std::ofstream(path) << "from-file\n";

@@ -478,21 +478,24 @@ TEST_CASE("decoder seam: MakeDecoder by plugin name, and each plugin's START_REP
   auto w = MakeDecoder("wal2json");
   REQUIRE(w.ok());
   CHECK((*w)->plugin_name() == "wal2json");
-  CHECK((*w)->StartReplicationOptions() ==
+  CHECK((*w)->StartReplicationOptions(150000) ==
         "\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
         "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'");
   DecoderOptions options;
   options.wal2json_add_tables = "public.outbox,app.it's";
   auto filtered = MakeDecoder("wal2json", options);
   REQUIRE(filtered.ok());
-  CHECK((*filtered)->StartReplicationOptions().ends_with(
+  CHECK((*filtered)->StartReplicationOptions(150000).ends_with(
       "\"include-types\" '1', \"add-tables\" 'public.outbox,app.it''s'"));
   options.publication_names = "pub_a,it's";
   auto p = MakeDecoder("pgoutput", options);
   REQUIRE(p.ok());
   CHECK((*p)->plugin_name() == "pgoutput");
-  CHECK((*p)->StartReplicationOptions() ==
+  CHECK((*p)->StartReplicationOptions(150000) ==
         "proto_version '1', publication_names 'pub_a,it''s', messages 'true'");
+  // PostgreSQL 10-13 know no `messages` option.
+  CHECK((*p)->StartReplicationOptions(130015) ==
+        "proto_version '1', publication_names 'pub_a,it''s'");
   auto unknown = MakeDecoder("decoderbufs");
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().code() == ErrorCode::kConfig);

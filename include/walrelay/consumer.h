@@ -14,7 +14,10 @@
 //    key with a lease on the Redis server's clock. A crash after the effect and before the key
 //    is marked COMPLETED repeats the effect; see docs/consumer.md.
 //
-// The Kafka offset is committed only after the store recorded the outcome. A failing handler
+// The Kafka offset is committed only after the store recorded the outcome: per record by
+// default, or every commit_interval and before partitions are given up in a rebalance
+// (cooperative-sticky by default, so a rebalance moves only the partitions that change owner
+// while the others keep flowing). A failing handler
 // is retried with exponential backoff up to max_attempts (counted in the store, so restarts
 // and crashes count too); then, or at once for a non-retriable error, the record goes to the
 // dead-letter topic with reason headers, its key is marked FAILED and the partition moves on.
@@ -304,6 +307,13 @@ struct ConsumerOptions {
   std::chrono::milliseconds failed_ttl = std::chrono::hours(24 * 7);
   // Wait between retries when the store is unreachable.
   std::chrono::milliseconds store_retry_backoff{1000};
+  // 0 (the default): each record's offset is committed synchronously before the next poll,
+  // so nothing finished is ever redelivered, at one broker round trip per record. Above 0:
+  // offsets are committed asynchronously this often, and synchronously when partitions are
+  // revoked and when Run() returns: faster, but a crash, or partitions *lost* in a rebalance
+  // (the member was thrown out of the group), redelivers up to this much finished work, which
+  // the store then skips (docs/consumer.md has measurements).
+  std::chrono::milliseconds commit_interval{0};
 
   // Called after the store recorded a record's outcome and before its offset is committed.
   std::function<void(const Message&, const RecordOutcome&)> on_processed;

@@ -1,5 +1,6 @@
 // Consumer: the poll loop. One record at a time per consumer, in partition order:
-//   key -> claim -> handler -> store outcome -> on_processed -> commit offset (synchronously).
+//   key -> claim -> handler -> store outcome -> on_processed -> offset stored, committed every
+//   commit_interval and before partitions are given up (consumer/offset_commits.h).
 // The offset is committed only after the store recorded the outcome, so a crash anywhere
 // before it means a redelivery, which the store then recognises.
 //
@@ -15,6 +16,7 @@
 
 #include "consumer/internal.h"
 #include "consumer/kafka_handles.h"
+#include "consumer/offset_commits.h"
 #include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
@@ -77,11 +79,23 @@ struct DeadLetterReason {
 
 }  // namespace
 
+void OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t event,
+                 rd_kafka_topic_partition_list_t* partitions, void* opaque) {
+  static_cast<OffsetCommits*>(opaque)->Rebalance(event, partitions);
+}
+
+void OnOffsetCommit(rd_kafka_t*, rd_kafka_resp_err_t error,
+                    rd_kafka_topic_partition_list_t* offsets, void* opaque) {
+  static_cast<OffsetCommits*>(opaque)->Committed(error, offsets);
+}
+
 struct Consumer::Impl {
   ConsumerOptions options;
   IdempotencyStore* store = nullptr;
   Handler handler;
   std::string owner;
+  // Declared before `consumer`, whose rebalance callback uses it until the handle is gone.
+  std::unique_ptr<OffsetCommits> offsets;
   KafkaHandlePtr consumer;
   KafkaHandlePtr producer;
 
@@ -319,6 +333,8 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
                           std::to_string(options.max_attempts));
   if (options.backoff_initial.count() < 1 || options.backoff_max < options.backoff_initial)
     return Status::Config("ConsumerOptions.backoff_initial must be >= 1 ms and <= backoff_max");
+  if (options.commit_interval.count() < 0)
+    return Status::Config("ConsumerOptions.commit_interval must not be negative");
   for (auto [name, value] : {std::pair{"lease", options.lease},
                              std::pair{"completed_ttl", options.completed_ttl},
                              std::pair{"failed_ttl", options.failed_ttl},
@@ -357,11 +373,18 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
       {"client.id", "walrelay-consumer-" + options.name},
       {"auto.offset.reset", "earliest"},
       {"enable.partition.eof", "false"},
+      // A rebalance moves only the partitions that change owner; the rest keep flowing.
+      {"partition.assignment.strategy", "cooperative-sticky"},
   };
   for (const auto& [k, v] : options.kafka_properties) consumer_conf[k] = v;
   for (const char* key : kForcedFalse) consumer_conf[key] = "false";
-  auto consumer = MakeKafkaHandle(RD_KAFKA_CONSUMER, consumer_conf, "ConsumerOptions.kafka_properties.");
+  Impl* raw = impl.get();
+  impl->offsets = std::make_unique<OffsetCommits>(
+      options.commit_interval, [raw](LogLevel level, const std::string& line) { raw->Log(level, line); });
+  auto consumer = MakeKafkaHandle(RD_KAFKA_CONSUMER, consumer_conf, "ConsumerOptions.kafka_properties.",
+                                  GroupCallbacks{OnRebalance, OnOffsetCommit, impl->offsets.get()});
   if (!consumer.ok()) return consumer.status();
+  impl->offsets->Attach(consumer->get());
   rd_kafka_poll_set_consumer(consumer->get());
 
   std::map<std::string, std::string> producer_conf = {
@@ -397,6 +420,7 @@ Status Consumer::Run() {
 
   Status result;
   while (!d.stop) {
+    d.offsets->CommitIfDue();
     MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
     if (!msg) continue;
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -417,11 +441,9 @@ Status Consumer::Run() {
     }
     if (!*outcome) break;  // stopped mid-record: not committed, redelivered later
     if (d.options.on_processed) d.options.on_processed(m, **outcome);
-    // Synchronous, so a crash after this line cannot redeliver the record; a failed commit
-    // (e.g. the partition moved to another member) only means a redelivery that is skipped.
-    if (rd_kafka_resp_err_t err = rd_kafka_commit_message(d.consumer.get(), msg.get(), 0); err != 0)
-      d.Log(LogLevel::kWarn, "offset commit for " + Where(m) + " failed: " + rd_kafka_err2str(err));
+    d.offsets->Finished(msg.get());
   }
+  d.offsets->CommitNow("closing");
   rd_kafka_consumer_close(d.consumer.get());
   d.Log(LogLevel::kInfo, "consumer " + d.options.name + " stopped");
   return result;

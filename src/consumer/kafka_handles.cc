@@ -20,7 +20,8 @@ bool Secret(const std::string& key) {
 
 Result<KafkaHandlePtr> MakeKafkaHandle(rd_kafka_type_t type,
                                        const std::map<std::string, std::string>& properties,
-                                       const std::string& key_prefix) {
+                                       const std::string& key_prefix,
+                                       const GroupCallbacks& group) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
   for (const auto& [key, value] : properties) {
@@ -32,6 +33,9 @@ Result<KafkaHandlePtr> MakeKafkaHandle(rd_kafka_type_t type,
     }
   }
   if (type == RD_KAFKA_PRODUCER) rd_kafka_conf_set_dr_msg_cb(conf, OnDelivery);
+  if (group.rebalance != nullptr) rd_kafka_conf_set_rebalance_cb(conf, group.rebalance);
+  if (group.offset_commit != nullptr) rd_kafka_conf_set_offset_commit_cb(conf, group.offset_commit);
+  if (group.opaque != nullptr) rd_kafka_conf_set_opaque(conf, group.opaque);
   // rd_kafka_new takes ownership of conf only on success.
   KafkaHandlePtr rk(rd_kafka_new(type, conf, errstr, sizeof(errstr)));
   if (!rk) {

@@ -1,0 +1,62 @@
+// OffsetCommits: when a finished record's offset reaches Kafka, and what a rebalance commits.
+//
+// A record is "finished" once the store recorded its outcome; only then is its offset (+1)
+// stored. Stored offsets are committed asynchronously once `interval` has passed since the
+// last commit, and synchronously whenever partitions are about to be given up (a revocation
+// in a rebalance, the consumer closing), so a rebalance never hands finished work to another
+// member. A crash loses at most `interval` of commits: those records come back and the store
+// recognises them. `interval` 0 commits every record synchronously before the next poll.
+//
+// Rebalance() is the group's rebalance callback: with the cooperative protocol (walrelay's
+// default, cooperative-sticky) partitions are added and removed incrementally and the others
+// keep being consumed; with an eager assignor every rebalance revokes all of them. Partitions
+// *lost* (the member was thrown out of the group) are not committed: their commit would fail.
+//
+// All calls happen on the thread that polls the consumer (librdkafka serves the rebalance
+// callback from rd_kafka_consumer_poll).
+#pragma once
+
+#include <librdkafka/rdkafka.h>
+
+#include <chrono>
+#include <string>
+
+#include "walrelay/consumer.h"
+
+namespace walrelay::consumer {
+
+class OffsetCommits {
+ public:
+  OffsetCommits(std::chrono::milliseconds interval, LogFunction log);
+
+  // The consumer handle, once it exists (the rebalance callback is configured before it).
+  void Attach(rd_kafka_t* consumer) { consumer_ = consumer; }
+
+  // The store recorded `message`'s outcome.
+  void Finished(const rd_kafka_message_t* message);
+  // Commits the stored offsets if `interval` has passed since the last commit.
+  void CommitIfDue();
+  // Commits the stored offsets now and waits for Kafka's answer; `why` is for the log.
+  void CommitNow(const char* why);
+
+  void Rebalance(rd_kafka_resp_err_t event, rd_kafka_topic_partition_list_t* partitions);
+  // The answer to a commit. A failed one (coordinator away, e.g. a broker restarting) is
+  // tried again at the next chance: the stored offsets are still the latest.
+  void Committed(rd_kafka_resp_err_t error, const rd_kafka_topic_partition_list_t* offsets);
+
+  // Partitions assigned and revoked so far, for tests and logs.
+  int64_t rebalances() const { return rebalances_; }
+
+ private:
+  void Log(LogLevel level, const std::string& line) const;
+
+  const std::chrono::milliseconds interval_;
+  const LogFunction log_;
+  rd_kafka_t* consumer_ = nullptr;
+  bool uncommitted_ = false;  // offsets stored since the last commit
+  std::chrono::steady_clock::time_point last_commit_ = std::chrono::steady_clock::now();
+  int64_t rebalances_ = 0;
+  bool failing_ = false;  // the last commit failed (logged once per run of failures)
+};
+
+}  // namespace walrelay::consumer

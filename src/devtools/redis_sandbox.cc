@@ -94,11 +94,16 @@ RedisSandbox::~RedisSandbox() {
 }
 
 Result<std::string> RedisSandbox::Command(const std::vector<std::string>& args) const {
+  return RedisCommandAt(host_, port_, args);
+}
+
+Result<std::string> RedisCommandAt(const std::string& host, int port,
+                                   const std::vector<std::string>& args) {
   timeval tv{2, 0};
-  std::unique_ptr<redisContext, ContextDeleter> c(redisConnectWithTimeout(host_.c_str(), port_, tv));
+  std::unique_ptr<redisContext, ContextDeleter> c(redisConnectWithTimeout(host.c_str(), port, tv));
   if (!c || c->err != 0)
-    return Status::Connection("cannot connect to redis-server at " + host_ + ":" +
-                              std::to_string(port_) + (c ? std::string(": ") + c->errstr : ""));
+    return Status::Connection("cannot connect to redis-server at " + host + ":" +
+                              std::to_string(port) + (c ? std::string(": ") + c->errstr : ""));
   redisSetTimeout(c.get(), tv);
   std::vector<const char*> argv;
   std::vector<size_t> lens;

@@ -21,6 +21,11 @@
 
 namespace walrelay::devtools {
 
+// Runs one command (no AUTH) on the redis-server at host:port, rendered as RedisSandbox::Command
+// describes. Opens and closes its own connection.
+Result<std::string> RedisCommandAt(const std::string& host, int port,
+                                   const std::vector<std::string>& args);
+
 class RedisSandbox {
  public:
   // `extra_args` are added to redis-server's command line, e.g. {"--requirepass", "pw"}.

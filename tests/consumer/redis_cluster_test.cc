@@ -199,6 +199,29 @@ TEST_CASE("RedisStore on a Redis Cluster: wait_replicas holds Run until the repl
   }, 10s));
 }
 
+// Produces records with id headers p-0..p-<count-1> over `partitions`, flushing once at the end
+// (TestProducer flushes per record, which takes ~10 ms each on the mock cluster).
+void ProduceAll(const std::string& bootstrap, const std::string& topic, int partitions, int count) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  REQUIRE(rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof(err)) ==
+          RD_KAFKA_CONF_OK);
+  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
+      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)), &rd_kafka_destroy);
+  REQUIRE_MESSAGE(rk != nullptr, err);
+  for (int i = 0; i < count; ++i) {
+    const std::string id = "p-" + std::to_string(i);
+    rd_kafka_headers_t* hdrs = rd_kafka_headers_new(1);
+    rd_kafka_header_add(hdrs, "id", -1, id.data(), static_cast<ssize_t>(id.size()));
+    const rd_kafka_resp_err_t e = rd_kafka_producev(
+        rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(i % partitions),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_VALUE(const_cast<char*>("v"), 1),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+    REQUIRE_MESSAGE(e == RD_KAFKA_RESP_ERR_NO_ERROR, rd_kafka_err2str(e));
+  }
+  REQUIRE(rd_kafka_flush(rk.get(), 30000) == RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
 TEST_CASE("Consumer + RedisStore on a Redis Cluster: a master killed mid-run, its replica promoted") {
   ConsumerFixture f;
   auto cluster = StartCluster();
@@ -206,8 +229,7 @@ TEST_CASE("Consumer + RedisStore on a Redis Cluster: a master killed mid-run, it
   auto store = ConnectCluster(*cluster, log);
   constexpr int kRecords = 3000;
   REQUIRE(f.kafka().CreateTopic("payments", 3, 1).ok());
-  for (int i = 0; i < kRecords; ++i)
-    f.producer().Send("payments", "p-" + std::to_string(i), "v", i % 3);
+  ProduceAll(f.kafka().bootstrap_servers(), "payments", 3, kRecords);
 
   std::mutex mu;
   std::map<std::string, int> runs;

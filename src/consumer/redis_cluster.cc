@@ -56,7 +56,8 @@ Result<std::pair<std::string, int>> ParseHostPort(const std::string& node) {
   if (colon == std::string::npos || colon == 0 || colon + 1 == node.size())
     return Status::Config("Redis Cluster node '" + node + "' is not host:port");
   std::string host = node.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   int port = 0;
   for (char c : node.substr(colon + 1)) {
     if (c < '0' || c > '9' || port > 65535)
@@ -127,7 +128,8 @@ Result<RedisCluster::Link*> RedisCluster::LinkTo(const std::string& node) {
   const timeval tv = ToTimeval(options_.timeout);
   ContextPtr c(redisConnectWithTimeout(hp->first.c_str(), hp->second, tv));
   if (!c) return Status::Connection("out of memory connecting to Redis node " + node);
-  if (c->err != 0) return Status::Connection("cannot connect to Redis node " + node + ": " + c->errstr);
+  if (c->err != 0)
+    return Status::Connection("cannot connect to Redis node " + node + ": " + c->errstr);
   if (redisSetTimeout(c.get(), tv) != REDIS_OK)
     return Status::Connection("cannot set the command timeout for Redis node " + node);
   auto link = std::make_unique<Link>();

@@ -83,7 +83,8 @@ class RedisCluster {
                                 std::string* node = nullptr);
   // Runs `args` on one node, no redirections followed (SCRIPT LOAD, WAIT on the node that
   // took a write).
-  Result<RedisReplyPtr> CommandOnNode(const std::string& node, const std::vector<std::string>& args);
+  Result<RedisReplyPtr> CommandOnNode(const std::string& node,
+                                      const std::vector<std::string>& args);
 
   // The master currently mapped to `slot` ("" when unknown).
   std::string MasterOf(int slot) const;

@@ -20,7 +20,9 @@ using namespace std::chrono_literals;
 constexpr int kNodes = 6;
 const char* const kHost = "127.0.0.1";
 
-std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() > n ? s.substr(s.size() - n) : s;
+}
 
 std::vector<std::string> Split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -138,11 +140,13 @@ RedisClusterSandbox::~RedisClusterSandbox() {
 
 std::vector<std::string> RedisClusterSandbox::seeds() const {
   std::vector<std::string> out;
-  for (const auto& node : nodes_) out.push_back(std::string(kHost) + ":" + std::to_string(node.port));
+  for (const auto& node : nodes_)
+    out.push_back(std::string(kHost) + ":" + std::to_string(node.port));
   return out;
 }
 
-Result<std::string> RedisClusterSandbox::Command(int port, const std::vector<std::string>& args) const {
+Result<std::string> RedisClusterSandbox::Command(int port,
+                                                 const std::vector<std::string>& args) const {
   return RedisCommandAt(kHost, port, args);
 }
 
@@ -239,7 +243,8 @@ Result<int> RedisClusterSandbox::ReplicaOf(int master_port) const {
   if (!lines.ok()) return lines.status();
   for (const auto& line : *lines)
     if (line.size() > 3 && line[3] == *master_id && !HasFlag(line, "fail")) return PortOf(line[1]);
-  return Status::Precondition("the master on port " + std::to_string(master_port) + " has no replica");
+  return Status::Precondition("the master on port " + std::to_string(master_port) +
+                              " has no replica");
 }
 
 Result<int> RedisClusterSandbox::KillMasterOf(int slot, std::chrono::milliseconds timeout) {
@@ -277,7 +282,8 @@ Status RedisClusterSandbox::BeginSlotMigration(int slot, int to_port) {
   if (!from_id.ok()) return from_id.status();
   if (!to_id.ok()) return to_id.status();
   const std::string s = std::to_string(slot);
-  WALRELAY_RETURN_IF_ERROR(Command(to_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", *from_id}).status());
+  WALRELAY_RETURN_IF_ERROR(
+      Command(to_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", *from_id}).status());
   return Command(*from, {"CLUSTER", "SETSLOT", s, "MIGRATING", *to_id}).status();
 }
 
@@ -288,7 +294,8 @@ Result<int> RedisClusterSandbox::MigrateKeys(int slot, int to_port) {
   if (!keys.ok()) return keys.status();
   const std::vector<std::string> names = Split(*keys, '\n');
   if (names.empty()) return 0;
-  std::vector<std::string> migrate = {"MIGRATE", kHost, std::to_string(to_port), "", "0", "5000", "KEYS"};
+  std::vector<std::string> migrate = {"MIGRATE", kHost, std::to_string(to_port), "", "0", "5000",
+                                      "KEYS"};
   migrate.insert(migrate.end(), names.begin(), names.end());
   WALRELAY_RETURN_IF_ERROR(Command(*from, migrate).status());
   return static_cast<int>(names.size());

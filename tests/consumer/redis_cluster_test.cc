@@ -95,7 +95,9 @@ void Complete(wc::RedisStore& store, const std::string& key, int64_t offset) {
   REQUIRE(run->kind == wc::RunOutcome::Kind::kCompleted);
 }
 
-TEST_CASE("RedisStore on a Redis Cluster: keys over three masters; a slot migration's ASK and MOVED followed") {
+TEST_CASE(
+    "RedisStore on a Redis Cluster: keys over three masters; a slot migration's ASK and MOVED "
+    "followed") {
   auto cluster = StartCluster();
   EventLog log;
   auto store = ConnectCluster(*cluster, log);
@@ -137,7 +139,8 @@ TEST_CASE("RedisStore on a Redis Cluster: keys over three masters; a slot migrat
   CHECK(dup->state == wc::Claim::State::kDuplicate);
   CHECK(dup->result == "r-k-0");
   CHECK(log.Count("ASK") >= 1);
-  CHECK(log.Last("ASK").find("ASK " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(to)) == 0);
+  const std::string ask = "ASK " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(to);
+  CHECK(log.Last("ASK").rfind(ask, 0) == 0);
   // A new key of that slot is created on the importing node, claim and mark alike.
   std::string fresh;
   for (int j = 0; fresh.empty(); ++j)
@@ -162,7 +165,8 @@ TEST_CASE("RedisStore on a Redis Cluster: keys over three masters; a slot migrat
   CHECK(*cluster->Command(to, {"HGET", KeyName(fresh), "state"}) == "COMPLETED");
   CHECK(*cluster->Command(to, {"HGET", KeyName("k-0"), "state"}) == "COMPLETED");
   MESSAGE("slot " << slot << " moved " << from << " -> " << to << " with " << *migrated
-                  << " keys; ASK followed " << log.Count("ASK") << ", MOVED " << log.Count("MOVED"));
+                  << " keys; ASK followed " << log.Count("ASK")
+                  << ", MOVED " << log.Count("MOVED"));
 }
 
 TEST_CASE("RedisStore on a Redis Cluster: wait_replicas holds Run until the replica has the mark") {
@@ -222,7 +226,8 @@ void ProduceAll(const std::string& bootstrap, const std::string& topic, int part
   REQUIRE(rd_kafka_flush(rk.get(), 30000) == RD_KAFKA_RESP_ERR_NO_ERROR);
 }
 
-TEST_CASE("Consumer + RedisStore on a Redis Cluster: a master killed mid-run, its replica promoted") {
+TEST_CASE(
+    "Consumer + RedisStore on a Redis Cluster: a master killed mid-run, its replica promoted") {
   ConsumerFixture f;
   auto cluster = StartCluster();
   EventLog log;

@@ -68,13 +68,15 @@ Status RedisClusterSandbox::StartNode(Node& node) {
     if (!port.ok()) return port.status();
     if (!bus.ok()) return bus.status();
     if (*port == *bus) continue;
-    const std::vector<std::string> argv = {
+    std::vector<std::string> argv = {
         "redis-server", "--port", std::to_string(*port), "--bind", kHost,
         "--cluster-enabled", "yes", "--cluster-port", std::to_string(*bus),
         "--cluster-config-file", node.dir + "/nodes.conf", "--cluster-node-timeout", "1000",
         "--cluster-replica-validity-factor", "0", "--dir", node.dir,
         "--logfile", node.dir + "/redis.log", "--save", "", "--appendonly", "no",
         "--daemonize", "no"};
+    if (!password_.empty())
+      argv.insert(argv.end(), {"--requirepass", password_, "--masterauth", password_});
     auto child = ChildProcess::Spawn(argv, node.dir + "/stdout.log");
     if (!child.ok())
       return Status::Precondition(child.status().message() +
@@ -84,7 +86,7 @@ Status RedisClusterSandbox::StartNode(Node& node) {
     node.bus_port = *bus;
     const auto deadline = std::chrono::steady_clock::now() + 10s;
     while (std::chrono::steady_clock::now() < deadline && node.process->Running()) {
-      auto pong = RedisCommandAt(kHost, node.port, {"PING"});
+      auto pong = Command(node.port, {"PING"});
       if (pong.ok()) return Status::Ok();
       last_problem = pong.status().message();
       std::this_thread::sleep_for(20ms);
@@ -95,8 +97,10 @@ Status RedisClusterSandbox::StartNode(Node& node) {
   return Status::Internal("redis-server (cluster node) did not start: " + last_problem);
 }
 
-Result<std::unique_ptr<RedisClusterSandbox>> RedisClusterSandbox::Start() {
+Result<std::unique_ptr<RedisClusterSandbox>> RedisClusterSandbox::Start(
+    const std::string& password) {
   std::unique_ptr<RedisClusterSandbox> sb(new RedisClusterSandbox());
+  sb->password_ = password;
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern =
       std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/walrelay-redis-cluster-XXXXXX";
@@ -115,7 +119,10 @@ Result<std::unique_ptr<RedisClusterSandbox>> RedisClusterSandbox::Start() {
   for (const auto& s : sb->seeds()) create.push_back(s);
   for (const char* a : {"--cluster-replicas", "1", "--cluster-yes"}) create.push_back(a);
   const std::string create_log = sb->base_dir_ + "/cluster-create.log";
-  auto cli = ChildProcess::Spawn(create, create_log);
+  // REDISCLI_AUTH keeps the password off redis-cli's command line.
+  std::vector<std::string> env;
+  if (!password.empty()) env.push_back("REDISCLI_AUTH=" + password);
+  auto cli = ChildProcess::Spawn(create, create_log, env);
   if (!cli.ok()) return cli.status();
   auto code = (*cli)->Wait(60s);
   if (!code.ok() || *code != 0)
@@ -147,7 +154,7 @@ std::vector<std::string> RedisClusterSandbox::seeds() const {
 
 Result<std::string> RedisClusterSandbox::Command(int port,
                                                  const std::vector<std::string>& args) const {
-  return RedisCommandAt(kHost, port, args);
+  return RedisCommandAt(kHost, port, args, password_);
 }
 
 Result<std::string> RedisClusterSandbox::Command(const std::vector<std::string>& args) const {

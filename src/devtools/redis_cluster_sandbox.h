@@ -30,7 +30,8 @@ namespace walrelay::devtools {
 
 class RedisClusterSandbox {
  public:
-  static Result<std::unique_ptr<RedisClusterSandbox>> Start();
+  // `password`: requirepass and masterauth on every node; the helpers below AUTH with it.
+  static Result<std::unique_ptr<RedisClusterSandbox>> Start(const std::string& password = "");
 
   RedisClusterSandbox(const RedisClusterSandbox&) = delete;
   RedisClusterSandbox& operator=(const RedisClusterSandbox&) = delete;
@@ -79,6 +80,7 @@ class RedisClusterSandbox {
   Result<std::vector<std::vector<std::string>>> ClusterNodes() const;
 
   std::string base_dir_;
+  std::string password_;
   std::vector<Node> nodes_;
 };
 

@@ -21,10 +21,11 @@
 
 namespace walrelay::devtools {
 
-// Runs one command (no AUTH) on the redis-server at host:port, rendered as RedisSandbox::Command
-// describes. Opens and closes its own connection.
+// Runs one command on the redis-server at host:port (after AUTH when `password` is not empty),
+// rendered as RedisSandbox::Command describes. Opens and closes its own connection.
 Result<std::string> RedisCommandAt(const std::string& host, int port,
-                                   const std::vector<std::string>& args);
+                                   const std::vector<std::string>& args,
+                                   const std::string& password = "");
 
 class RedisSandbox {
  public:

@@ -15,8 +15,8 @@
 namespace walrelay::testing {
 namespace {
 
-std::unique_ptr<devtools::RedisClusterSandbox> StartCluster() {
-  auto r = devtools::RedisClusterSandbox::Start();
+std::unique_ptr<devtools::RedisClusterSandbox> StartCluster(const std::string& password = "") {
+  auto r = devtools::RedisClusterSandbox::Start(password);
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   return std::move(r).value();
 }
@@ -167,6 +167,29 @@ TEST_CASE(
   MESSAGE("slot " << slot << " moved " << from << " -> " << to << " with " << *migrated
                   << " keys; ASK followed " << log.Count("ASK")
                   << ", MOVED " << log.Count("MOVED"));
+}
+
+TEST_CASE("RedisStore on a Redis Cluster: one password for every node; a refusal never shows it") {
+  auto cluster = StartCluster("cluster-s3cret");
+  wc::RedisStoreOptions o;
+  o.cluster_nodes = {cluster->seeds()[0]};
+  o.password = "wrong-s3cret";
+  auto refused = wc::RedisStore::Connect(o);
+  REQUIRE(!refused.ok());
+  CHECK(refused.status().message().find("refused AUTH") != std::string::npos);
+  CHECK(refused.status().message().find("wrong-s3cret") == std::string::npos);
+
+  o.password = "cluster-s3cret";
+  auto store = wc::RedisStore::Connect(o);
+  REQUIRE_MESSAGE(store.ok(), store.status().ToString());
+  std::map<int, int> keys_per_master;  // every master is reached, each with the password
+  for (int i = 0; i < 30; ++i) {
+    const std::string key = "a-" + std::to_string(i);
+    Complete(**store, key, i);
+    ++keys_per_master[*cluster->MasterOf(wc::KeySlot(KeyName(key)))];
+    CHECK(FieldOnOwner(*cluster, key, "state") == "COMPLETED");
+  }
+  CHECK(keys_per_master.size() == 3);
 }
 
 TEST_CASE("RedisStore on a Redis Cluster: wait_replicas holds Run until the replica has the mark") {

@@ -222,6 +222,19 @@ struct RedisStoreOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(5);  // connect and command timeout
   // A PENDING key (attempts, last error) outlives its lease by this much, then Redis drops it.
   std::chrono::milliseconds pending_retention = std::chrono::hours(24);
+  // Redis Cluster: seed nodes as "host:port". Not empty = cluster mode (host and port are then
+  // unused): each key goes to the master of its slot, MOVED and ASK are followed, and a lost
+  // master is waited for (its replica's promotion) within `timeout`. username/password apply
+  // to every node.
+  std::vector<std::string> cluster_nodes;
+  // After each COMPLETED mark, WAIT until this many replicas acknowledged it, at most
+  // wait_timeout (0 = do not wait: a failover may then lose the latest marks; docs/consumer.md).
+  // A shortfall is logged, and the record counts as completed all the same.
+  int wait_replicas = 0;
+  std::chrono::milliseconds wait_timeout{1000};
+  // Cluster events (MOVED, ASK, REFRESH, CONNECTION) and WAIT shortfalls (WAIT), one line
+  // each, starting with the event's name; nullptr = none.
+  std::function<void(const std::string&)> log;
 };
 
 class RedisStore final : public IdempotencyStore {

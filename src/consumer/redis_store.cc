@@ -6,9 +6,11 @@
 // TIME is allowed in scripts that write.
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "consumer/internal.h"
+#include "consumer/redis_cluster.h"
 #include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
@@ -105,10 +107,18 @@ std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()); 
 
 struct RedisStore::Impl {
   RedisStoreOptions options;
-  ContextPtr ctx;
+  ContextPtr ctx;                          // single-node mode
+  std::unique_ptr<RedisCluster> cluster;   // cluster mode
   std::string sha[kScriptCount];
 
-  std::string where() const { return "Redis at " + options.host + ":" + std::to_string(options.port); }
+  std::string where() const {
+    if (!options.cluster_nodes.empty()) {
+      std::string seeds;
+      for (const auto& n : options.cluster_nodes) seeds += (seeds.empty() ? "" : ",") + n;
+      return "Redis Cluster (seeds " + seeds + ")";
+    }
+    return "Redis at " + options.host + ":" + std::to_string(options.port);
+  }
 
   // Sends one command; a transport failure drops the connection so the next call reconnects.
   Result<ReplyPtr> Command(const std::vector<std::string>& args) {
@@ -173,8 +183,80 @@ struct RedisStore::Impl {
     return Status::Ok();
   }
 
+  // Cluster mode: connects to the seeds and learns the scripts' digests from one node; every
+  // other node learns a script on its first NOSCRIPT.
+  Status ConnectCluster() {
+    RedisClusterOptions o;
+    o.seeds = options.cluster_nodes;
+    o.username = options.username;
+    o.password = options.password;
+    o.timeout = options.timeout;
+    o.log = options.log;
+    auto c = RedisCluster::Connect(std::move(o));
+    if (!c.ok()) return c.status();
+    cluster = std::move(c).value();
+    for (int i = 0; i < kScriptCount; ++i) {
+      auto r = cluster->Command("", {"SCRIPT", "LOAD", kScripts[i]});
+      if (!r.ok()) return r.status();
+      if ((*r)->type != REDIS_REPLY_STRING)
+        return Status::Precondition(where() + " refused to load the " + kScriptNames[i] +
+                                    " script: " + Str(r->get()));
+      sha[i] = Str(r->get());
+    }
+    return Status::Ok();
+  }
+
+  // Cluster mode: EVALSHA on the key's master; on NOSCRIPT (a node that never saw the script,
+  // a promoted replica, a restart) EVAL, which loads it there. `node` receives who answered.
+  Result<ReplyPtr> EvalCluster(ScriptId id, const std::string& key,
+                               const std::vector<std::string>& argv, std::string* node) {
+    std::vector<std::string> args = {"EVALSHA", sha[id], "1", key};
+    args.insert(args.end(), argv.begin(), argv.end());
+    auto r = cluster->Command(key, args, node);
+    if (r.ok() && (*r)->type == REDIS_REPLY_ERROR && Str(r->get()).rfind("NOSCRIPT", 0) == 0) {
+      args[0] = "EVAL";
+      args[1] = kScripts[id];
+      r = cluster->Command(key, args, node);
+    }
+    if (!r.ok()) return r.status();
+    ReplyPtr reply(r->release());
+    if (reply->type == REDIS_REPLY_ERROR)
+      return Status::Precondition(where() + ": the " + kScriptNames[id] + " script failed for " +
+                                  key + " on " + *node + ": " + Str(reply.get()));
+    return reply;
+  }
+
+  // After a COMPLETED mark: WAIT for wait_replicas on the connection that wrote it.
+  void WaitForReplicas(const std::string& key, const std::string& node) {
+    if (options.wait_replicas <= 0) return;
+    const std::vector<std::string> args = {"WAIT", std::to_string(options.wait_replicas),
+                                           Ms(options.wait_timeout)};
+    long long acked = -1;
+    std::string problem;
+    if (cluster) {
+      auto r = cluster->CommandOnNode(node, args);
+      if (r.ok() && (*r)->type == REDIS_REPLY_INTEGER) acked = (*r)->integer;
+      else problem = r.ok() ? Str(r->get()) : r.status().message();
+    } else {
+      auto r = Command(args);
+      if (r.ok() && (*r)->type == REDIS_REPLY_INTEGER) acked = (*r)->integer;
+      else problem = r.ok() ? Str(r->get()) : r.status().message();
+    }
+    if (acked >= options.wait_replicas) return;
+    if (options.log)
+      options.log("WAIT the COMPLETED mark of " + key + " reached " +
+                  std::to_string(std::max(acked, 0LL)) + " of " +
+                  std::to_string(options.wait_replicas) + " replicas within " +
+                  Ms(options.wait_timeout) + " ms" + (problem.empty() ? "" : ": " + problem));
+  }
+
   // EVALSHA, loading the script again if the server lost it (restart, SCRIPT FLUSH).
-  Result<ReplyPtr> Eval(ScriptId id, const std::string& key, const std::vector<std::string>& argv) {
+  Result<ReplyPtr> Eval(ScriptId id, const std::string& key, const std::vector<std::string>& argv,
+                        std::string* node = nullptr) {
+    if (cluster) {
+      std::string answered;
+      return EvalCluster(id, key, argv, node != nullptr ? node : &answered);
+    }
     for (int round = 0; round < 2; ++round) {
       WALRELAY_RETURN_IF_ERROR(EnsureConnected());
       std::vector<std::string> args = {"EVALSHA", sha[id], "1", key};
@@ -207,9 +289,15 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStoreOptions&
                           " is not a TCP port");
   if (options.timeout.count() <= 0)
     return Status::Config("RedisStoreOptions.timeout must be positive");
+  if (options.wait_replicas < 0)
+    return Status::Config("RedisStoreOptions.wait_replicas must not be negative");
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  WALRELAY_RETURN_IF_ERROR(impl->EnsureConnected());
+  if (options.cluster_nodes.empty()) {
+    WALRELAY_RETURN_IF_ERROR(impl->EnsureConnected());
+  } else {
+    WALRELAY_RETURN_IF_ERROR(impl->ConnectCluster());
+  }
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }
 
@@ -252,10 +340,12 @@ Result<RunOutcome> RedisStore::Run(const std::string& consumer, const std::strin
     out.kind = RunOutcome::Kind::kFailed;
     return out;
   }
-  auto r = impl_->Eval(kComplete, impl_->KeyName(consumer, key),
-                       {owner, out.handler.result, Ms(completed_ttl)});
+  const std::string name = impl_->KeyName(consumer, key);
+  std::string node;
+  auto r = impl_->Eval(kComplete, name, {owner, out.handler.result, Ms(completed_ttl)}, &node);
   if (!r.ok()) return r.status().WithContext("completing key '" + key + "'");
   out.kind = Str(r->get()) == "OK" ? RunOutcome::Kind::kCompleted : RunOutcome::Kind::kLost;
+  if (out.kind == RunOutcome::Kind::kCompleted) impl_->WaitForReplicas(name, node);
   return out;
 }
 

@@ -94,12 +94,26 @@ RedisSandbox::~RedisSandbox() {
 }
 
 Result<std::string> RedisSandbox::Command(const std::vector<std::string>& args) const {
+  return RedisCommandAt(host_, port_, args);
+}
+
+Result<std::string> RedisCommandAt(const std::string& host, int port,
+                                   const std::vector<std::string>& args,
+                                   const std::string& password) {
   timeval tv{2, 0};
-  std::unique_ptr<redisContext, ContextDeleter> c(redisConnectWithTimeout(host_.c_str(), port_, tv));
+  std::unique_ptr<redisContext, ContextDeleter> c(redisConnectWithTimeout(host.c_str(), port, tv));
   if (!c || c->err != 0)
-    return Status::Connection("cannot connect to redis-server at " + host_ + ":" +
-                              std::to_string(port_) + (c ? std::string(": ") + c->errstr : ""));
+    return Status::Connection("cannot connect to redis-server at " + host + ":" +
+                              std::to_string(port) + (c ? std::string(": ") + c->errstr : ""));
   redisSetTimeout(c.get(), tv);
+  if (!password.empty()) {
+    const char* auth_argv[] = {"AUTH", password.c_str()};
+    const size_t auth_lens[] = {4, password.size()};
+    std::unique_ptr<redisReply, ReplyDeleter> auth(
+        static_cast<redisReply*>(redisCommandArgv(c.get(), 2, auth_argv, auth_lens)));
+    if (!auth) return Status::Connection(std::string("redis-server: ") + c->errstr);
+    if (auth->type == REDIS_REPLY_ERROR) return Status::Precondition(Render(auth.get()));
+  }
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (const auto& a : args) {

@@ -21,6 +21,12 @@
 
 namespace walrelay::devtools {
 
+// Runs one command on the redis-server at host:port (after AUTH when `password` is not empty),
+// rendered as RedisSandbox::Command describes. Opens and closes its own connection.
+Result<std::string> RedisCommandAt(const std::string& host, int port,
+                                   const std::vector<std::string>& args,
+                                   const std::string& password = "");
+
 class RedisSandbox {
  public:
   // `extra_args` are added to redis-server's command line, e.g. {"--requirepass", "pw"}.

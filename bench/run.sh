@@ -321,29 +321,36 @@ echo "broker,plugin,sent,received,offered_rows_s,p50_ms,p99_ms,max_ms,walrelay_p
 
 # The walsender serving pg_recvlogical exits with it, so its CPU and run-queue wait are sampled
 # every 20 ms by one small python process (reading /proc, next to no CPU) and the last sample
-# kept: the only walsender during a decode run is that one.
+# kept. Only walsenders of this benchmark's postmaster count (the machine may run other
+# PostgreSQL servers), and only one that was not there at the sampler's first look (a walsender
+# of the previous run may still be exiting): that is the decode run's.
 WALSENDER_SAMPLER='
 import os, signal, sys, time
-hz = os.sysconf("SC_CLK_TCK"); last = (0.0, 0.0)
+hz = os.sysconf("SC_CLK_TCK"); postmaster = sys.argv[1]; last = (0.0, 0.0); before = None
 def done(*_):
     print(f"{last[0]:.2f} {last[1]:.2f}"); sys.exit(0)
 signal.signal(signal.SIGTERM, done)
 while True:
+    seen = set()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if not open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"postgres: walsender"): continue
             st = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+            if st[1] != postmaster: continue
+            seen.add(pid)
+            if before is None or pid in before: continue
             wait = sum(int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[1]) for t in os.listdir(f"/proc/{pid}/task"))
             last = ((int(st[11]) + int(st[12])) / hz, wait / 1e9)
         except (OSError, IndexError, ValueError):
             pass
+    if before is None: before = seen
     time.sleep(0.02)
 '
 decode_limit() {  # slot end_lsn plugin -> "seconds walsender_cpu_s walsender_wait_s" of pg_recvlogical decoding the slot up to end_lsn
   log "pg_recvlogical --slot $1 ($3) --endpos $2"
   local t0 t1 sampler opts
   mapfile -t opts < <(recv_opts "$3")
-  python3 -c "$WALSENDER_SAMPLER" >"$WORK/$1.walsender" &
+  python3 -c "$WALSENDER_SAMPLER" "$(head -1 "$WORK/data/postmaster.pid")" >"$WORK/$1.walsender" &
   sampler=$!
   track_pid $sampler
   sleep 0.2   # python started before the clock does

@@ -320,40 +320,49 @@ echo "broker,kafka,start_s,topic,record_batches,idempotent_records,other_records
 echo "broker,plugin,sent,received,offered_rows_s,p50_ms,p99_ms,max_ms,walrelay_peak_rss_kb,walrelay_cpu_s,broker_cpu_s" >"$WORK/latency.csv"
 
 # The walsender serving pg_recvlogical exits with it, so its CPU and run-queue wait are sampled
-# every 20 ms by one small python process (reading /proc, next to no CPU) and the last sample
+# every 5 ms by one small python process (reading /proc, next to no CPU) and the last sample
 # kept. Only walsenders of this benchmark's postmaster count (the machine may run other
 # PostgreSQL servers), and only one that was not there at the sampler's first look (a walsender
-# of the previous run may still be exiting): that is the decode run's.
+# of the previous run may still be exiting): that is the decode run's. The sampler creates its
+# second argument after that first look, and pg_recvlogical starts only then.
 WALSENDER_SAMPLER='
 import os, signal, sys, time
-hz = os.sysconf("SC_CLK_TCK"); postmaster = sys.argv[1]; last = (0.0, 0.0); before = None
-def done(*_):
-    print(f"{last[0]:.2f} {last[1]:.2f}"); sys.exit(0)
+hz = os.sysconf("SC_CLK_TCK"); postmaster = sys.argv[1]; last = (0.0, 0.0); before = None; target = None
+def done(*_):  # exits at once, wherever the loop was interrupted
+    sys.stdout.write(f"{last[0]:.2f} {last[1]:.2f}\n"); sys.stdout.flush(); os._exit(0)
 signal.signal(signal.SIGTERM, done)
-while True:
-    seen = set()
+def walsenders():
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             if not open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"postgres: walsender"): continue
-            st = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-            if st[1] != postmaster: continue
-            seen.add(pid)
-            if before is None or pid in before: continue
-            wait = sum(int(open(f"/proc/{pid}/task/{t}/schedstat").read().split()[1]) for t in os.listdir(f"/proc/{pid}/task"))
+            if open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == postmaster: yield pid
+        except (OSError, IndexError):
+            pass
+while True:
+    if target is None:  # a scan of /proc until the decode run'"'"'s walsender appears, then only it
+        seen = set(walsenders())
+        if before is None:
+            before = seen
+            open(sys.argv[2], "w").close()
+        target = next(iter(seen - before), None)
+    if target is not None:
+        try:
+            st = open(f"/proc/{target}/stat").read().rsplit(")", 1)[1].split()
+            wait = sum(int(open(f"/proc/{target}/task/{t}/schedstat").read().split()[1]) for t in os.listdir(f"/proc/{target}/task"))
             last = ((int(st[11]) + int(st[12])) / hz, wait / 1e9)
         except (OSError, IndexError, ValueError):
-            pass
-    if before is None: before = seen
-    time.sleep(0.02)
+            pass  # it has exited: the last sample stands
+    time.sleep(0.005)
 '
 decode_limit() {  # slot end_lsn plugin -> "seconds walsender_cpu_s walsender_wait_s" of pg_recvlogical decoding the slot up to end_lsn
   log "pg_recvlogical --slot $1 ($3) --endpos $2"
-  local t0 t1 sampler opts
+  local t0 t1 sampler opts i
   mapfile -t opts < <(recv_opts "$3")
-  python3 -c "$WALSENDER_SAMPLER" "$(head -1 "$WORK/data/postmaster.pid")" >"$WORK/$1.walsender" &
+  python3 -c "$WALSENDER_SAMPLER" "$(head -1 "$WORK/data/postmaster.pid")" "$WORK/$1.sampling" >"$WORK/$1.walsender" &
   sampler=$!
   track_pid $sampler
-  sleep 0.2   # python started before the clock does
+  for ((i = 0; i < 300; i++)); do [[ -e $WORK/$1.sampling ]] && break; sleep 0.02; done
+  [[ -e $WORK/$1.sampling ]] || { echo "the walsender sampler did not start" >&2; exit 1; }
   t0=$(now)
   pg_recvlogical -d "host=127.0.0.1 port=$PORT user=postgres dbname=postgres" --slot "$1" --start \
     "${opts[@]}" --endpos "$2" -f /dev/null --no-loop

@@ -255,7 +255,7 @@ constexpr int64_t kLibrdkafkaDefaultQueueMessages = 100000;
 constexpr int64_t kLibrdkafkaDefaultQueueKbytes = 1048576;
 // librdkafka's default batch.size, and how many batches the in-flight byte bound is split into.
 constexpr int64_t kLibrdkafkaDefaultBatchBytes = 1000000;
-constexpr int64_t kBatchesPerInflightBound = 8;
+constexpr int64_t kBatchesPerInflightBound = 4;
 }  // namespace
 
 Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
@@ -506,8 +506,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     // record. Once max.queue.size.in.bytes is reached no record is added until Kafka
     // acknowledges, so a batch that cannot fill waits the whole linger.ms: with 1 MB batches and
     // the 256 KiB bound, every round waited 5 ms and throttled the relay far below the
-    // walsender's pace. Batches of an eighth of the bound fill and leave at once, each
-    // partition's share of the bound still spanning several of them.
+    // walsender's pace. Batches of a quarter of the bound fill and leave at once, for one
+    // partition and for a few; smaller ones cost more CPU per record (docs/performance.md).
     s.kafka["batch.size"] = std::to_string(std::clamp<int64_t>(
         s.max_queue_size_bytes / kBatchesPerInflightBound, 1, kLibrdkafkaDefaultBatchBytes));
   }

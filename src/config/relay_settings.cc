@@ -263,6 +263,9 @@ namespace {
 // librdkafka 2.0's defaults for queue.buffering.max.messages and queue.buffering.max.kbytes.
 constexpr int64_t kLibrdkafkaDefaultQueueMessages = 100000;
 constexpr int64_t kLibrdkafkaDefaultQueueKbytes = 1048576;
+// librdkafka's default batch.size, and how many batches the in-flight byte bound is split into.
+constexpr int64_t kLibrdkafkaDefaultBatchBytes = 1000000;
+constexpr int64_t kBatchesPerInflightBound = 4;
 }  // namespace
 
 Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
@@ -524,6 +527,16 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
         INT32_MAX, std::max<int64_t>(kLibrdkafkaDefaultQueueKbytes,
                                      s.max_queue_size_bytes / 1024 * 2 + 1024));
     s.kafka["queue.buffering.max.kbytes"] = std::to_string(kbytes);
+  }
+  if (!s.kafka.count("batch.size") && s.max_queue_size_bytes > 0) {
+    // librdkafka sends a partition's batch when it is full or linger.ms after its first
+    // record. Once max.queue.size.in.bytes is reached no record is added until Kafka
+    // acknowledges, so a batch that cannot fill waits the whole linger.ms: with 1 MB batches and
+    // the 256 KiB bound, every round waited 5 ms and throttled the relay far below the
+    // walsender's pace. Batches of a quarter of the bound fill and leave at once, for one
+    // partition and for a few; smaller ones cost more CPU per record (docs/performance.md).
+    s.kafka["batch.size"] = std::to_string(std::clamp<int64_t>(
+        s.max_queue_size_bytes / kBatchesPerInflightBound, 1, kLibrdkafkaDefaultBatchBytes));
   }
   if (!s.kafka.count("bootstrap.servers")) {
     return Status::Config("missing required key 'kafka.bootstrap.servers'");

@@ -364,3 +364,21 @@ TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into fli
   REQUIRE(overridden.ok());
   CHECK(overridden->kafka.at("queue.buffering.max.messages") == "5");
 }
+
+TEST_CASE("librdkafka's batches are a quarter of max.queue.size.in.bytes, so none waits linger.ms") {
+  auto defaults = Settings(Minimal(""));
+  REQUIRE(defaults.ok());
+  CHECK(defaults->kafka.at("batch.size") == "65536");  // 256 KiB / 4
+  auto large = Settings(Minimal(R"(,"max.queue.size.in.bytes":"2147483648")"));
+  REQUIRE(large.ok());
+  CHECK(large->kafka.at("batch.size") == "1000000");  // never above librdkafka's default
+  auto tiny = Settings(Minimal(R"(,"max.queue.size.in.bytes":"2")"));
+  REQUIRE(tiny.ok());
+  CHECK(tiny->kafka.at("batch.size") == "1");
+  auto unbounded = Settings(Minimal(R"(,"max.queue.size.in.bytes":"0")"));
+  REQUIRE(unbounded.ok());
+  CHECK(unbounded->kafka.count("batch.size") == 0);  // librdkafka's default
+  auto overridden = Settings(Minimal(R"(,"kafka.batch.size":"500000")"));
+  REQUIRE(overridden.ok());
+  CHECK(overridden->kafka.at("batch.size") == "500000");
+}

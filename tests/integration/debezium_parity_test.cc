@@ -1012,6 +1012,46 @@ void RunSuite(bool full) {
 
 }  // namespace
 
+TEST_CASE("debezium parity: the comparison finds what differs and expects the Java producer's "
+          "partitions") {
+  // Partitions computed with Kafka 3.9.1's Utils.murmur2 and Utils.toPositive.
+  const std::vector<std::tuple<std::string, int32_t, int32_t>> java = {
+      {"k1", 1, 0}, {"key-1", 0, 5}, {"clé-3", 1, 0}, {"{\"id\":2}", 0, 5},
+      {"a-little-bit-longer-string", 3, 0}, {"", 1, 2}};
+  for (const auto& [key, of4, of7] : java) {
+    CHECK(JavaPartition(key, 4) == of4);
+    CHECK(JavaPartition(key, 7) == of7);
+  }
+
+  const int64_t commit = 1'700'000'000'000;
+  Rec debezium{"outbox.event.Order", std::nullopt, commit + 50, "k1", "{\"a\": 1}",
+               {{"__debezium.context.taskId", "0"}, {"id", "e1"}}};
+  Rec walrelay{"outbox.event.Order", 1, commit, "k1", "{\"a\": 1}", {{"id", "e1"}}};
+  Case c{"unit", RouterBase("public.outbox")};
+  auto compare = [&](const Rec& w) {
+    Comparison result;
+    Comparer(result, commit, commit).CompareCase(c, Outcome{{debezium}, ""}, Outcome{{w}, ""});
+    return result;
+  };
+  Comparison same = compare(walrelay);
+  CHECK(same.differences.empty());
+  CHECK(same.known.count(kIntended[0]) == 1);  // extended headers
+  CHECK(same.known.count(kIntended[1]) == 1);  // commit time
+
+  Rec other_value = walrelay;
+  other_value.value = "{\"a\": 2}";
+  CHECK(compare(other_value).differences.size() == 1);
+  Rec other_partition = walrelay;
+  other_partition.partition = 2;  // not where the Java producer puts key k1: missing and extra
+  CHECK(compare(other_partition).differences.size() == 2);
+  Rec other_headers = walrelay;
+  other_headers.headers = {{"id", "e1"}, {"extra", std::nullopt}};
+  CHECK(compare(other_headers).differences.size() == 1);
+  Rec late = walrelay;
+  late.timestamp = commit + 60'000;  // neither the commit time nor Debezium's
+  CHECK(compare(late).differences.size() == 1);
+}
+
 TEST_CASE("debezium parity: the representative cases give the records Debezium gives") {
   RunSuite(false);
 }

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One command for every test: install dependencies, fetch the Apache Kafka broker, build, and run
-# the unit, mock-cluster integration and real-broker tests.
+# One command for every test: install dependencies, fetch the Apache Kafka broker and the Debezium
+# reference, build, and run the unit, mock-cluster integration, real-broker and Debezium
+# differential tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-kafka.sh >/dev/null   # the pinned Apache Kafka broker, once
+bash scripts/fetch-debezium.sh >/dev/null  # the pinned Debezium reference, once
 bash scripts/build.sh
 cd build
 ctest --output-on-failure --timeout 900 "$@"

@@ -30,7 +30,7 @@ bool ReadDigits(std::string_view s, size_t& pos, size_t count, int64_t& out) {
 
 }  // namespace
 
-Result<int64_t> ParsePgTimestampMillis(std::string_view s) {
+Result<int64_t> ParsePgTimestampMicros(std::string_view s) {
   auto bad = [&] {
     return Status::Decode("invalid timestamp '" + std::string(s) +
                           "', expected YYYY-MM-DD HH:MM:SS[.ffffff][+HH[:MM]]");
@@ -50,17 +50,17 @@ Result<int64_t> ParsePgTimestampMillis(std::string_view s) {
   }
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 24 || minute > 59 || second > 60)
     return bad();
-  int64_t millis = 0;
+  int64_t micros = 0;
   if (pos < s.size() && s[pos] == '.') {
     ++pos;
     int digits = 0;
     while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
-      if (digits < 3) millis = millis * 10 + (s[pos] - '0');
+      if (digits < 6) micros = micros * 10 + (s[pos] - '0');
       ++digits;
       ++pos;
     }
     if (digits == 0) return bad();
-    for (int i = digits; i < 3; ++i) millis *= 10;
+    for (int i = digits; i < 6; ++i) micros *= 10;
   }
   int64_t offset_seconds = 0;
   if (pos < s.size()) {
@@ -81,7 +81,14 @@ Result<int64_t> ParsePgTimestampMillis(std::string_view s) {
   }
   const int64_t days = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
-  return seconds * 1000 + millis;
+  return seconds * 1000000 + micros;
+}
+
+Result<int64_t> ParsePgTimestampMillis(std::string_view s) {
+  auto micros = ParsePgTimestampMicros(s);
+  if (!micros.ok()) return micros.status();
+  // Floor: the fraction counts forward from the whole second, also before 1970.
+  return *micros / 1000 - (*micros % 1000 < 0 ? 1 : 0);
 }
 
 int64_t PgEpochMicrosNow() {

@@ -13,6 +13,8 @@ namespace walrelay {
 // Without an offset the wall-clock time is read as UTC (Debezium's rule for `timestamp`
 // columns). Fractions below a millisecond are truncated.
 Result<int64_t> ParsePgTimestampMillis(std::string_view text);
+// The same in microseconds; fractions below a microsecond are truncated.
+Result<int64_t> ParsePgTimestampMicros(std::string_view text);
 
 // Microseconds since 2000-01-01 00:00 UTC, the replication protocol's clock.
 int64_t PgEpochMicrosNow();

@@ -83,6 +83,7 @@ class Decoder {
 struct CatalogColumn {
   std::string name;
   std::string type;
+  bool not_null = false;  // NOT NULL (Debezium's optional=false)
 };
 
 // Optional answers from the database's catalog that a stream does not carry (see
@@ -97,11 +98,12 @@ struct CatalogLookups {
   // format_type(type_oid, typmod) for a type that is not built in (pgoutput names a domain
   // by its base type).
   std::function<std::optional<std::string>(uint32_t type_oid, int32_t typmod)> type_name;
-  // The table's columns in column order. wal2json leaves unchanged TOASTed values out of an
+  // The table's columns in column order (the pgoutput decoder asks once per Relation message,
+  // for which columns are NOT NULL). wal2json leaves unchanged TOASTed values out of an
   // update's row without saying which; with this lookup the wal2json decoder puts them back
   // (the old value when the row's identity holds it, else the unavailable-value placeholder),
   // as the pgoutput decoder gives them. Asked for every update the wal2json decoder reads, so
-  // the caller keeps the answers; pgoutput's decoder does not use it.
+  // the caller keeps the answers.
   std::function<std::optional<std::vector<CatalogColumn>>(std::string_view schema,
                                                           std::string_view table)>
       table_columns;

@@ -1,5 +1,7 @@
 #include "decode/pgoutput_decoder.h"
 
+#include <algorithm>
+
 #include "common/pg_time.h"
 
 namespace walrelay {
@@ -252,6 +254,7 @@ struct PgOutputDecoder::Relation {
     bool key = false;  // part of the replica identity
     std::string type;  // rendered as wal2json prints it
     ValueClass value_class = ValueClass::kText;
+    bool optional = true;  // not a primary-key column
   };
   uint32_t id = 0;
   std::string schema;
@@ -334,6 +337,7 @@ Status PgOutputDecoder::Decode(std::string_view payload, Lsn at) {
       // Microseconds since 2000-01-01, floored to milliseconds as wal2json's text gives them.
       const int64_t micros = timestamp + kPgEpochOffsetMicros;
       commit_time_ms_ = micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
+      commit_time_us_ = micros;
       decoded_.kind = MessageKind::kBegin;
       decoded_.begin.xid = xid_;
       decoded_.begin.first_lsn = at;
@@ -350,6 +354,7 @@ Status PgOutputDecoder::Decode(std::string_view payload, Lsn at) {
       decoded_.kind = MessageKind::kCommit;
       decoded_.commit.xid = xid_;
       decoded_.commit.end_lsn = Lsn(end_lsn);
+      previous_commit_end_ = Lsn(end_lsn);
       decoded_.commit.commit_time_ms = commit_time_ms_;
       pending_ = 1;
       return Status::Ok();
@@ -474,6 +479,17 @@ Status PgOutputDecoder::DecodeRelation(Reader& in, Lsn at) {
     for (const auto& a : relation->attributes)
       if (a.key) relation->primary_key.push_back(a.name);
   }
+  std::optional<std::vector<CatalogColumn>> catalog_columns;
+  if (options_.catalog.table_columns)
+    catalog_columns = options_.catalog.table_columns(relation->schema, relation->table);
+  for (auto& a : relation->attributes) {
+    a.optional = std::find(relation->primary_key.begin(), relation->primary_key.end(), a.name) ==
+                 relation->primary_key.end();
+    if (catalog_columns) {
+      for (const auto& c : *catalog_columns)
+        if (c.name == a.name && c.not_null) a.optional = false;
+    }
+  }
   const uint32_t id = relation->id;
   relations_[id] = std::move(relation);
   return Status::Ok();
@@ -516,6 +532,7 @@ Status PgOutputDecoder::ReadTuple(Reader& in, const Relation& relation, bool key
     Column& c = out[written++];
     c.name.assign(a.name);
     c.type.assign(a.type);
+    c.optional = a.optional;
     if (marker == 'n') {
       c.kind = ValueKind::kNull;
       c.text.clear();
@@ -529,10 +546,11 @@ Status PgOutputDecoder::ReadTuple(Reader& in, const Relation& relation, bool key
     }
     switch (a.value_class) {
       case ValueClass::kNumber:
-        // wal2json writes NaN and the infinities of numeric types as null.
+        // wal2json writes NaN and the infinities of numeric types as null; the text stays
+        // for Debezium's rendering under the handling modes (Column::text).
         if (text == "NaN" || text == "Infinity" || text == "-Infinity") {
           c.kind = ValueKind::kNull;
-          c.text.clear();
+          c.text.assign(text);
         } else {
           c.kind = ValueKind::kNumber;
           c.text.assign(text);
@@ -569,6 +587,9 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
   change.lsn = at;
   change.xid = xid_;
   change.commit_time_ms = commit_time_ms_;
+  change.commit_time_us = commit_time_us_;
+  change.previous_commit_end = previous_commit_end_;
+  change.before.clear();
   change.schema.assign(relation.schema);
   change.table.assign(relation.table);
   if (!Wanted(relation)) {
@@ -602,6 +623,7 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
                                " without an old key or row ('K' or 'O')");
   }
   if (kind == 'D') {
+    FillBefore(relation, change);
     change.columns.clear();
     return Status::Ok();
   }
@@ -651,7 +673,27 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
       change.identity.resize(written);
     }
   }
+  if (has_old) FillBefore(relation, change);
   return Status::Ok();
+}
+
+void PgOutputDecoder::FillBefore(const Relation& relation, RowChange& change) {
+  // The old tuple holds the key columns, or every column (REPLICA IDENTITY FULL), in order.
+  change.before.resize(relation.attributes.size());
+  size_t from = 0;
+  for (size_t i = 0; i < relation.attributes.size(); ++i) {
+    const auto& a = relation.attributes[i];
+    Column& c = change.before[i];
+    if (from < change.identity.size() && change.identity[from].name == a.name) {
+      c = change.identity[from++];
+      continue;
+    }
+    c.name.assign(a.name);
+    c.type.assign(a.type);
+    c.optional = a.optional;
+    c.kind = ValueKind::kNull;
+    c.text.clear();
+  }
 }
 
 Status PgOutputDecoder::DecodeTruncate(Reader& in, Lsn at) {

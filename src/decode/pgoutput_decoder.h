@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -55,6 +56,8 @@ class PgOutputDecoder final : public Decoder {
   Status DecodeRelation(Reader& in, Lsn at);
   Status DecodeType(Reader& in, Lsn at);
   Status DecodeRow(char kind, Reader& in, Lsn at);
+  // Debezium's before image from the old tuple in change.identity (RowChange::before).
+  static void FillBefore(const Relation& relation, RowChange& change);
   Status DecodeTruncate(Reader& in, Lsn at);
   Result<Relation*> FindRelation(uint32_t id, Lsn at);
   bool Wanted(Relation& relation);
@@ -76,6 +79,8 @@ class PgOutputDecoder final : public Decoder {
   // The transaction being decoded (pgoutput v1 names xid and time only in Begin).
   uint32_t xid_ = 0;
   int64_t commit_time_ms_ = 0;
+  int64_t commit_time_us_ = 0;
+  std::optional<Lsn> previous_commit_end_;
 
   DecodedMessage decoded_;
   size_t pending_ = 0;  // messages left for Next()

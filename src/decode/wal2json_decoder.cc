@@ -5,6 +5,7 @@
 #include <rapidjson/encodedstream.h>
 #include <rapidjson/reader.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "common/pg_time.h"
@@ -342,12 +343,12 @@ void Wal2JsonDecoder::SetTableFilter(TableFilter filter) {
 }
 
 Result<int64_t> Wal2JsonDecoder::CommitTime(std::string_view text) {
-  if (text == last_timestamp_text_) return last_timestamp_ms_;
-  auto ms = ParsePgTimestampMillis(text);
-  if (!ms.ok()) return ms.status();
+  if (text == last_timestamp_text_) return last_timestamp_us_;
+  auto us = ParsePgTimestampMicros(text);
+  if (!us.ok()) return us.status();
   last_timestamp_text_.assign(text);
-  last_timestamp_ms_ = *ms;
-  return *ms;
+  last_timestamp_us_ = *us;
+  return *us;
 }
 
 namespace {
@@ -373,6 +374,16 @@ void MarkNumbers(std::vector<Column>& cols) {
   }
 }
 
+// Primary-key columns are never NULL (Debezium's optional=false).
+void MarkKeyColumns(RowChange& change) {
+  for (auto* cols : {&change.columns, &change.identity}) {
+    for (auto& c : *cols) {
+      c.optional = std::find(change.primary_key.begin(), change.primary_key.end(), c.name) ==
+                   change.primary_key.end();
+    }
+  }
+}
+
 }  // namespace
 
 Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMessage& out) {
@@ -386,6 +397,7 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
       p.reader->Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(input, p);
   if (json.size() > Parser::kLargeMessage) p.reader.emplace();
   if (p.excluded) {
+    txn_has_changes_ = true;
     out.kind = MessageKind::kExcludedChange;
     out.change.schema.assign(p.schema.text);
     out.change.table.assign(p.table.text);
@@ -409,12 +421,13 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
 
   uint32_t xid = 0;
   if (p.xid.is_string()) xid = static_cast<uint32_t>(std::strtoul(p.xid.text.c_str(), nullptr, 10));
-  int64_t time_ms = current_commit_time_ms_;
+  int64_t time_us = current_commit_time_us_;
   if (p.timestamp.is_string()) {
     auto commit_time = CommitTime(p.timestamp.view());
     if (!commit_time.ok()) return commit_time.status().WithContext("at LSN " + data_start.ToString());
-    time_ms = *commit_time;
+    time_us = *commit_time;
   }
+  const int64_t time_ms = time_us / 1000 - (time_us % 1000 < 0 ? 1 : 0);
   auto lsn_of = [&](const Scalar& field, const char* name) -> Result<Lsn> {
     if (!field.is_string()) return DecodeError(data_start, std::string("missing '") + name + "'");
     return Lsn::Parse(field.view());
@@ -425,7 +438,7 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
       out.kind = MessageKind::kBegin;
       out.begin.xid = xid;
       out.begin.commit_time_ms = time_ms;
-      current_commit_time_ms_ = time_ms;
+      current_commit_time_us_ = time_us;
       auto first = lsn_of(p.lsn, "lsn");
       out.begin.first_lsn = first.ok() ? *first : data_start;
       return Status::Ok();
@@ -441,9 +454,13 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
         if (!next.ok()) return next.status().WithContext("commit at " + data_start.ToString());
         out.commit.end_lsn = *next;
       }
+      // pgoutput sends no empty transaction (PostgreSQL 15), so Debezium never sees one.
+      if (txn_has_changes_) previous_commit_end_ = out.commit.end_lsn;
+      txn_has_changes_ = false;
       return Status::Ok();
     }
     case 'M': {
+      txn_has_changes_ = true;
       out.kind = MessageKind::kMessage;
       out.message.lsn = data_start;
       out.message.transactional = p.transactional.type == JsonType::kBool && p.transactional.boolean;
@@ -460,6 +477,7 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
       return DecodeError(data_start, std::string("unknown action '") + act + "'");
   }
 
+  txn_has_changes_ = true;
   RowChange& change = out.change;
   out.kind = MessageKind::kChange;
   change.op = act == 'I'   ? ChangeOp::kInsert
@@ -470,6 +488,9 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   change.lsn = lsn.ok() ? *lsn : data_start;
   change.xid = xid;
   change.commit_time_ms = time_ms;
+  change.commit_time_us = time_us;
+  change.previous_commit_end = previous_commit_end_;
+  change.before.clear();
   if (!p.schema.is_string() || !p.table.is_string())
     return DecodeError(data_start, "change without 'schema' and 'table'");
   change.schema.assign(p.schema.text);
@@ -486,8 +507,58 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   change.primary_key.resize(p.pk.type == JsonType::kArray ? p.pk_names() : 0);
   MarkNumbers(change.columns);
   MarkNumbers(change.identity);
+  MarkKeyColumns(change);
   if (change.op == ChangeOp::kUpdate && options_.catalog.table_columns) FillUnchangedToast(change);
+  FillBefore(change);
   return Status::Ok();
+}
+
+void Wal2JsonDecoder::FillBefore(RowChange& change) {
+  if (change.op == ChangeOp::kUpdate) {
+    // wal2json writes the key as the identity of every update; pgoutput sends an old tuple,
+    // and Debezium a before image, only when the key changed or under REPLICA IDENTITY FULL.
+    bool old_tuple = false;
+    for (const Column& old : change.identity) {
+      const bool key = std::find(change.primary_key.begin(), change.primary_key.end(),
+                                 old.name) != change.primary_key.end();
+      const Column* now = change.Find(old.name);
+      if (!key || now == nullptr || now->kind != old.kind || now->text != old.text) {
+        old_tuple = true;
+        break;
+      }
+    }
+    if (!old_tuple) return;
+  } else if (change.op != ChangeOp::kDelete) {
+    return;
+  }
+  auto find = [&](const std::string& name) -> const Column* {
+    for (const auto& c : change.identity)
+      if (c.name == name) return &c;
+    return nullptr;
+  };
+  // Every column of the table: the new row's for an update, the catalog's for a delete.
+  std::optional<std::vector<CatalogColumn>> table;
+  if (change.op == ChangeOp::kDelete && options_.catalog.table_columns)
+    table = options_.catalog.table_columns(change.schema, change.table);
+  if (change.op == ChangeOp::kDelete && !table) {
+    change.before = change.identity;
+    return;
+  }
+  const size_t count = table ? table->size() : change.columns.size();
+  change.before.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const std::string& name = table ? (*table)[i].name : change.columns[i].name;
+    Column& out = change.before[i];
+    if (const Column* old = find(name)) {
+      out = *old;
+      continue;
+    }
+    out.name = name;
+    out.type = table ? (*table)[i].type : change.columns[i].type;
+    out.optional = table ? !(*table)[i].not_null : change.columns[i].optional;
+    out.kind = ValueKind::kNull;
+    out.text.clear();
+  }
 }
 
 void Wal2JsonDecoder::FillUnchangedToast(RowChange& change) {

@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -59,9 +60,14 @@ class Wal2JsonDecoder final : public Decoder {
   bool pending_ = false;
   // The commit time of the transaction being decoded, so rows need not re-parse it.
   std::string last_timestamp_text_;
-  int64_t last_timestamp_ms_ = 0;
-  int64_t current_commit_time_ms_ = 0;
+  int64_t last_timestamp_us_ = 0;
+  int64_t current_commit_time_us_ = 0;
+  std::optional<Lsn> previous_commit_end_;  // of the last transaction with a change or message
+  bool txn_has_changes_ = false;
+  // The commit time in microseconds since the epoch.
   Result<int64_t> CommitTime(std::string_view text);
+  // RowChange::before for a delete, or an update whose identity is an old tuple.
+  void FillBefore(RowChange& change);
 };
 
 }  // namespace walrelay

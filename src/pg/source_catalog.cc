@@ -15,7 +15,7 @@ constexpr uint32_t kFirstNonBuiltinOid = 16384;
 // One row per column of each ordinary or partitioned table, in column order.
 constexpr const char* kColumnsQuery =
     "SELECT n.nspname, c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
-    "a.atttypid, a.atttypmod, COALESCE(a.attnum = ANY(i.indkey), false) "
+    "a.atttypid, a.atttypmod, COALESCE(a.attnum = ANY(i.indkey), false), a.attnotnull "
     "FROM pg_catalog.pg_class c "
     "JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
     "JOIN pg_catalog.pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
@@ -44,7 +44,8 @@ void AddColumns(PGresult* r, const std::function<bool(const std::string&)>& want
     const auto typmod = static_cast<int32_t>(std::strtol(PQgetvalue(r, row, 5), nullptr, 10));
     if (oid >= kFirstNonBuiltinOid) out.type_names[{oid, typmod}] = type;
     if (PQgetvalue(r, row, 6)[0] == 't') table->primary_key.push_back(name);
-    table->columns.push_back({std::move(name), std::move(type)});
+    const bool not_null = PQgetvalue(r, row, 7)[0] == 't';
+    table->columns.push_back({std::move(name), std::move(type), not_null});
   }
 }
 

@@ -28,8 +28,9 @@ namespace walrelay {
 
 class TransformChain {
  public:
-  // `config` is the whole connector config; `context` names the connector and renders change
-  // events for plugins that get a record no transform has rewritten yet.
+  // `config` is the whole connector config; `context` names the connector, renders change
+  // events for plugins that get a record no transform has rewritten yet, and holds the
+  // handling modes transforms render columns with (connect_column.h).
   static Result<TransformChain> Build(const Properties& config, const SourceContext& context);
 
   Result<TransformOutcome> Apply(Record& record);

@@ -1,5 +1,7 @@
 #include "transform/change_event_source.h"
 
+#include "transform/connect_column.h"
+
 #ifndef WALRELAY_VERSION
 #error "WALRELAY_VERSION must be defined (the build sets it from the project version)"
 #endif
@@ -144,11 +146,12 @@ std::string RenderColumnJson(const Column& column) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
-void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer) {
+void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer,
+                        const ColumnModes& modes) {
   writer.StartObject();
   for (const auto& c : columns) {
     WriteJsonKey(writer, c.name);
-    WriteColumnJson(c, writer);
+    WriteColumnJson(c, modes, writer);
   }
   writer.EndObject();
 }
@@ -172,7 +175,7 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
       writer.StartObject();
       for (const Column* c : key_columns) {
         WriteJsonKey(writer, c->name);
-        WriteColumnJson(*c, writer);
+        WriteColumnJson(*c, ctx.modes, writer);
       }
       writer.EndObject();
       record.key = std::string(buffer.GetString(), buffer.GetSize());
@@ -188,8 +191,16 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
   return record;
 }
 
-void WriteSourceBlock(JsonWriter& w, const SourceContext& ctx, std::string_view schema,
-                      std::string_view table, int64_t commit_time_ms, uint32_t xid, Lsn lsn) {
+Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx) {
+  Record record = MakeSourceRecord(change, ctx);
+  record.source.tombstone = true;
+  return record;
+}
+
+namespace {
+
+// The members every Debezium PostgreSQL source block starts with, after its opening brace.
+void WriteSourceBlockHead(JsonWriter& w, const SourceContext& ctx, int64_t commit_time_ms) {
   w.StartObject();
   w.Key("version");
   w.String(WALRELAY_VERSION);
@@ -203,6 +214,13 @@ void WriteSourceBlock(JsonWriter& w, const SourceContext& ctx, std::string_view 
   w.String("false");
   w.Key("db");
   w.String(ctx.database);
+}
+
+}  // namespace
+
+void WriteSourceBlock(JsonWriter& w, const SourceContext& ctx, std::string_view schema,
+                      std::string_view table, int64_t commit_time_ms, uint32_t xid, Lsn lsn) {
+  WriteSourceBlockHead(w, ctx, commit_time_ms);
   w.Key("schema");
   WriteJsonString(w, schema);
   w.Key("table");
@@ -214,6 +232,41 @@ void WriteSourceBlock(JsonWriter& w, const SourceContext& ctx, std::string_view 
   w.EndObject();
 }
 
+namespace {
+
+// Debezium's PostgreSQL source block of a change event.
+void WriteChangeSourceBlock(JsonWriter& w, const SourceContext& ctx, const RowChange& change) {
+  const int64_t commit_us =
+      change.commit_time_us != 0 ? change.commit_time_us : change.commit_time_ms * 1000;
+  WriteSourceBlockHead(w, ctx, change.commit_time_ms);
+  // [last commit's end LSN, this change's LSN], both as decimal strings, as a JSON text.
+  w.Key("sequence");
+  const std::string lsn = std::to_string(change.lsn.value());
+  const std::string sequence =
+      "[" + (change.previous_commit_end ? "\"" + std::to_string(change.previous_commit_end->value()) + "\""
+                                        : std::string("null")) +
+      ",\"" + lsn + "\"]";
+  WriteJsonString(w, sequence);
+  w.Key("ts_us");
+  w.Int64(commit_us);
+  w.Key("ts_ns");
+  w.Int64(commit_us * 1000);
+  w.Key("schema");
+  WriteJsonString(w, change.schema);
+  w.Key("table");
+  WriteJsonString(w, change.table);
+  w.Key("txId");
+  w.Uint(change.xid);
+  w.Key("lsn");
+  w.Uint64(change.lsn.value());
+  // Debezium reads the slot's xmin only with xmin.fetch.interval.ms set, which walrelay does not.
+  w.Key("xmin");
+  w.Null();
+  w.EndObject();
+}
+
+}  // namespace
+
 std::string SerializeChangeEvent(const RowChange& change, const SourceContext& ctx,
                                  int64_t now_ms) {
   rapidjson::StringBuffer buffer;
@@ -221,31 +274,131 @@ std::string SerializeChangeEvent(const RowChange& change, const SourceContext& c
   w.StartObject();
 
   w.Key("before");
-  const bool has_before = (change.op == ChangeOp::kDelete || change.op == ChangeOp::kUpdate) &&
-                          !change.identity.empty();
-  if (has_before) {
-    WriteColumnsObject(change.identity, w);
+  if (!change.before.empty() &&
+      (change.op == ChangeOp::kDelete || change.op == ChangeOp::kUpdate)) {
+    WriteColumnsObject(change.before, w, ctx.modes);
   } else {
     w.Null();
   }
   w.Key("after");
   if (change.op == ChangeOp::kInsert || change.op == ChangeOp::kUpdate) {
-    WriteColumnsObject(change.columns, w);
+    WriteColumnsObject(change.columns, w, ctx.modes);
   } else {
     w.Null();
   }
 
   w.Key("source");
-  WriteSourceBlock(w, ctx, change.schema, change.table, change.commit_time_ms, change.xid,
-                   change.lsn);
+  WriteChangeSourceBlock(w, ctx, change);
+  w.Key("transaction");
+  w.Null();
 
   w.Key("op");
   const char op = static_cast<char>(change.op);
   w.String(&op, 1);
   w.Key("ts_ms");
   w.Int64(now_ms);
+  w.Key("ts_us");
+  w.Int64(now_ms * 1000);
+  w.Key("ts_ns");
+  w.Int64(now_ms * 1000000);
   w.EndObject();
   return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+namespace {
+
+std::string JsonText(std::string_view s) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  WriteJsonString(w, s);
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+// A column's schema as a struct field: the schema with "field" as its last member.
+std::string FieldSchema(const Column& column, const ColumnModes& modes) {
+  std::string schema = ColumnSchemaJson(column, modes);
+  schema.pop_back();
+  return schema + ",\"field\":" + JsonText(column.name) + "}";
+}
+
+std::string StructSchema(const std::vector<const Column*>& columns, const ColumnModes& modes,
+                         bool optional, const std::string& name) {
+  std::string out = "{\"type\":\"struct\",\"fields\":[";
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (i) out += ',';
+    out += FieldSchema(*columns[i], modes);
+  }
+  out += std::string("],\"optional\":") + (optional ? "true" : "false") +
+         ",\"name\":" + JsonText(name);
+  return out;
+}
+
+constexpr char kSourceSchema[] =
+    R"({"type":"struct","fields":[{"type":"string","optional":false,"field":"version"},)"
+    R"({"type":"string","optional":false,"field":"connector"},)"
+    R"({"type":"string","optional":false,"field":"name"},)"
+    R"({"type":"int64","optional":false,"field":"ts_ms"},)"
+    R"({"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,)"
+    R"("parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,)"
+    R"(last,false,incremental"},"default":"false","field":"snapshot"},)"
+    R"({"type":"string","optional":false,"field":"db"},)"
+    R"({"type":"string","optional":true,"field":"sequence"},)"
+    R"({"type":"int64","optional":true,"field":"ts_us"},)"
+    R"({"type":"int64","optional":true,"field":"ts_ns"},)"
+    R"({"type":"string","optional":false,"field":"schema"},)"
+    R"({"type":"string","optional":false,"field":"table"},)"
+    R"({"type":"int64","optional":true,"field":"txId"},)"
+    R"({"type":"int64","optional":true,"field":"lsn"},)"
+    R"({"type":"int64","optional":true,"field":"xmin"}],"optional":false,)"
+    R"("name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"})";
+
+constexpr char kTransactionSchema[] =
+    R"({"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},)"
+    R"({"type":"int64","optional":false,"field":"total_order"},)"
+    R"({"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,)"
+    R"("name":"event.block","version":1,"field":"transaction"})";
+
+std::string SchemaNamePrefix(const RowChange& change, const SourceContext& ctx) {
+  return ctx.topic_prefix + "." + change.schema + "." + change.table;
+}
+
+}  // namespace
+
+std::string ChangeEventKeySchemaJson(const RowChange& change, const SourceContext& ctx) {
+  const std::vector<Column>& image =
+      change.op == ChangeOp::kDelete ? change.identity : change.columns;
+  if (change.primary_key.empty()) return "";
+  std::vector<const Column*> key;
+  for (const auto& name : change.primary_key) {
+    const Column* c = FindColumn(image, name);
+    if (c == nullptr) return "";
+    key.push_back(c);
+  }
+  return StructSchema(key, ctx.modes, false, SchemaNamePrefix(change, ctx) + ".Key") + "}";
+}
+
+std::string ChangeEventSchemaJson(const RowChange& change, const SourceContext& ctx) {
+  // The table's columns: the new row's, or for a delete the before image's.
+  const std::vector<Column>& image = change.op == ChangeOp::kDelete
+                                         ? (change.before.empty() ? change.identity : change.before)
+                                         : change.columns;
+  std::vector<const Column*> columns;
+  columns.reserve(image.size());
+  for (const auto& c : image) columns.push_back(&c);
+  const std::string prefix = SchemaNamePrefix(change, ctx);
+  const std::string value = StructSchema(columns, ctx.modes, true, prefix + ".Value");
+  std::string out = "{\"type\":\"struct\",\"fields\":[";
+  out += value + ",\"field\":\"before\"},";
+  out += value + ",\"field\":\"after\"},";
+  out += kSourceSchema;
+  out += ',';
+  out += kTransactionSchema;
+  out += R"(,{"type":"string","optional":false,"field":"op"},)"
+         R"({"type":"int64","optional":true,"field":"ts_ms"},)"
+         R"({"type":"int64","optional":true,"field":"ts_us"},)"
+         R"({"type":"int64","optional":true,"field":"ts_ns"}],"optional":false,"name":)";
+  out += JsonText(prefix + ".Envelope") + ",\"version\":2}";
+  return out;
 }
 
 }  // namespace walrelay

@@ -6,11 +6,12 @@
 // change as the JSON Debezium's JsonConverter writes without schemas, for a record whose
 // `change` is still set at the end of the chain.
 //
-// Column values keep wal2json's typing: numbers are JSON numbers with their exact digits,
-// booleans are booleans, NULL is null, bytea is base64 (as JsonConverter writes bytes), and
-// everything else (text, uuid, json/jsonb, timestamps, dates, enums) is a JSON string holding
-// PostgreSQL's text. The same rendering serves the event router's envelope fields.
-// Pure functions; thread-safe.
+// Column values follow the context's ColumnModes (transform/connect_column.h). Under kNative
+// modes (the handling-mode keys absent) they keep wal2json's typing: numbers are JSON numbers
+// with their exact digits, booleans are booleans, NULL is null, bytea is base64 (as
+// JsonConverter writes bytes), and everything else (text, uuid, json/jsonb, timestamps, dates,
+// enums) is a JSON string holding PostgreSQL's text. The same rendering serves the event
+// router's envelope fields. Pure functions; thread-safe.
 #pragma once
 
 #include <rapidjson/stringbuffer.h>
@@ -24,6 +25,7 @@
 
 #include "common/status.h"
 #include "decode/change_event.h"
+#include "transform/column_modes.h"
 #include "transform/record.h"
 
 namespace walrelay {
@@ -32,6 +34,7 @@ struct SourceContext {
   std::string topic_prefix;    // `topic.prefix`: first part of every topic, `source.name`
   std::string database;        // `database.dbname`: `source.db`
   std::string connector_name;  // the connector's name, for messages
+  ColumnModes modes;           // how change events and keys render column values
 };
 
 // The record for `change` before any transform: topic `<topic_prefix>.<schema>.<table>`, key
@@ -41,10 +44,27 @@ struct SourceContext {
 // through the chain.
 Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx);
 
-// The change event value: {"before","after","source","op","ts_ms"} as Debezium lays it out.
-// For deletes `before` is the identity image; for updates it is null unless the change
-// carries an identity image. `now_ms` becomes the top-level `ts_ms` (processing time).
+// The tombstone Debezium sends after a delete (`tombstones.on.delete`, default true): the
+// delete's record with `source.tombstone` set; its value stays null at the end of the chain.
+// `record.change` still points at the delete, so that a transform treats it as one (the event
+// router drops it, as Debezium's drops tombstones).
+Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx);
+
+// The change event value as Debezium lays it out: {"before","after","source","transaction",
+// "op","ts_ms","ts_us","ts_ns"}. `before` is RowChange::before (null when empty: an insert, an
+// update without an old tuple); `transaction` is null (Debezium's provide.transaction.metadata
+// is off). `now_ms` becomes the top-level ts_ms/ts_us/ts_ns (processing time).
 std::string SerializeChangeEvent(const RowChange& change, const SourceContext& ctx, int64_t now_ms);
+
+// The Connect schema of SerializeChangeEvent's value, as JsonConverter (schemas.enable=true)
+// writes it under "schema": the `<topic_prefix>.<schema>.<table>.Envelope` struct (version 2)
+// with before/after `<...>.Value` structs of the table's columns (ColumnSchemaJson under
+// ctx.modes), Debezium's PostgreSQL source block, the transaction block, op and the
+// processing times. Column defaults are not known, so no field carries "default".
+std::string ChangeEventSchemaJson(const RowChange& change, const SourceContext& ctx);
+// The Connect schema of MakeSourceRecord's key (`<...>.Key`, the primary-key columns), or ""
+// when the record has a null key.
+std::string ChangeEventKeySchemaJson(const RowChange& change, const SourceContext& ctx);
 
 using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer>;
 
@@ -64,12 +84,13 @@ void WriteSourceBlock(JsonWriter& writer, const SourceContext& ctx, std::string_
 // Standard base64 with padding, as JsonConverter writes bytes.
 std::string Base64(std::string_view bytes);
 
-// Writes one column value as a JSON value (see the typing rules above).
+// Writes one column value as a JSON value under kNative modes (see the typing rules above).
 void WriteColumnJson(const Column& column, JsonWriter& writer);
 // The same, as a standalone JSON text.
 std::string RenderColumnJson(const Column& column);
-// Writes {"<name>": <value>, ...} for `columns`, in order.
-void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer);
+// Writes {"<name>": <value>, ...} for `columns`, in order, under `modes`.
+void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer,
+                        const ColumnModes& modes = {});
 
 bool IsBytea(const Column& column);
 // wal2json's bytea rendering (hex digits, with or without a leading "\x") as raw bytes;

@@ -7,6 +7,8 @@
 #include <map>
 #include <utility>
 
+#include "common/regex_limits.h"
+
 namespace walrelay {
 namespace {
 
@@ -208,9 +210,15 @@ class PatternTranslator {
 
   Status Braces() {
     size_t i = pos_ + 1;
+    bool too_large = false;
     auto digits = [&] {
       const size_t start = i;
-      while (i < p_.size() && IsAsciiDigit(static_cast<char32_t>(p_[i]))) ++i;
+      long value = 0;
+      while (i < p_.size() && IsAsciiDigit(static_cast<char32_t>(p_[i]))) {
+        if (value <= kMaxRegexNumber) value = value * 10 + (p_[i] - L'0');
+        ++i;
+      }
+      too_large = too_large || value > kMaxRegexNumber;
       return i > start;
     };
     bool ok = digits();
@@ -221,6 +229,8 @@ class PatternTranslator {
     ok = ok && i < p_.size() && p_[i] == L'}';
     if (!ok)
       return Error("'{' does not start a {n}, {n,} or {n,m} quantifier (write \\{ for a brace)");
+    if (too_large)
+      return Error("a repetition count is larger than " + std::to_string(kMaxRegexNumber));
     out_.append(p_, pos_, i + 1 - pos_);
     pos_ = i + 1;
     return AfterQuantifier();

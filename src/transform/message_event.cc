@@ -14,8 +14,7 @@ namespace {
 constexpr int kMaxContentDepth = 64;
 
 std::string Where(const LogicalMessage& message) {
-  return "logical decoding message with prefix '" + message.prefix + "' at LSN " +
-         message.lsn.ToString();
+  return MessageOrigin(message.prefix) + " at LSN " + message.lsn.ToString();
 }
 
 // The column type a JSON number gets (see the header).
@@ -141,6 +140,8 @@ class DecodeMessageContentTransform final : public Transform {
     // Debezium's transform clears the key (the prefix) and makes the value an insert.
     record.key.reset();
     record.value.reset();
+    record.key_shape = ConnectShape{};
+    record.value_shape = ConnectShape{};
     record.change = &row_;
     record.message = nullptr;
     record.source.op = ChangeOp::kInsert;
@@ -186,6 +187,10 @@ Record MakeMessageRecord(const LogicalMessage& message, uint32_t xid, int64_t co
   w.EndObject();
   w.EndObject();
   record.value = std::string(buffer.GetString(), buffer.GetSize());
+  // Structs, as Debezium's message key and event are; their Connect schemas are not written
+  // (JsonConverter with schemas gives "schema":null for them).
+  record.key_shape = ConnectShape{ConnectType::kStruct, ""};
+  record.value_shape = ConnectShape{ConnectType::kStruct, ""};
   record.timestamp_ms = commit_time_ms;
   record.source.lsn = message.lsn;
   record.source.message_prefix = message.prefix;

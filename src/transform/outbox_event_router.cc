@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <map>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
@@ -44,6 +45,7 @@ struct RouterConfig {
   std::string key_column;
   std::string payload_column;
   std::optional<std::string> timestamp_column;
+  std::optional<std::string> schema_version_column;  // versions the envelope's schema
   std::vector<AdditionalField> additional;
   bool envelope_mode = false;  // at least one envelope placement, decided by config alone
   bool ignore_missing_additional = false;
@@ -220,8 +222,8 @@ Result<RouterConfig> ReadConfig(const Properties& props) {
   if (!payload.ok()) return payload.status();
   c.payload_column = payload.value();
   c.timestamp_column = ReadOptionalColumnKey(props, "table.field.event.timestamp");
-  // Stamps a version on the value *schema*; walrelay writes no schemas, so it has no effect.
-  ReadOptionalColumnKey(props, "table.field.event.schema.version");
+  // Stamps a version on the envelope's Connect schema (JsonConverter with schemas).
+  c.schema_version_column = ReadOptionalColumnKey(props, "table.field.event.schema.version");
 
   WALRELAY_RETURN_IF_ERROR(ReadPlacements(props, c));
   WALRELAY_RETURN_IF_ERROR(ReadMissingBehavior(props, c));
@@ -534,10 +536,12 @@ class ExpandedJsonWriter {
 
 class OutboxEventRouter final : public Transform {
  public:
-  OutboxEventRouter(std::string alias, RouterConfig config, TopicRegex topic_regex)
+  OutboxEventRouter(std::string alias, RouterConfig config, TopicRegex topic_regex,
+                    const ColumnModes& modes)
       : alias_(std::move(alias)),
         config_(std::move(config)),
-        topic_regex_(std::move(topic_regex)) {}
+        topic_regex_(std::move(topic_regex)),
+        modes_(modes) {}
 
   const std::string& alias() const override { return alias_; }
 
@@ -654,24 +658,71 @@ class OutboxEventRouter final : public Transform {
     return std::nullopt;
   }
 
+  // The envelope's Connect schema as Debezium's EventRouter builds it: a struct named after
+  // the table's value schema with the route value inserted
+  // (`<prefix>.<schema>.<table>.<route value>.Value`), the payload column's schema as
+  // `payload`, each envelope placement's column schema under its alias, and the
+  // `table.field.event.schema.version` column's value as its version. Like Debezium, the
+  // name is taken from the first record of each version and kept.
+  Result<std::string> EnvelopeSchema(
+      const Record& record, const RowChange& row, const Column& route, const Column& payload,
+      const std::vector<std::pair<const std::string*, const Column*>>& envelope,
+      const std::optional<std::string>& event_id) {
+    std::optional<std::string> version;
+    if (config_.schema_version_column) {
+      const std::string& name = *config_.schema_version_column;
+      const Column* column = row.Find(name);
+      if (column == nullptr) {
+        return Fail(record, event_id, "schema version column '" + name +
+                                          "' ('table.field.event.schema.version') is not in the row");
+      }
+      if (column->type != "integer") {
+        return Fail(record, event_id, "schema version column '" + name +
+                                          "' ('table.field.event.schema.version') has type '" +
+                                          column->type + "'; only 'integer' is accepted");
+      }
+      if (!column->is_null()) version = column->text;
+    }
+    auto cached = envelope_schema_names_.find(version);
+    if (cached == envelope_schema_names_.end())
+      cached = envelope_schema_names_.emplace(version, record.topic + "." + route.text + ".Value").first;
+    auto field = [](std::string schema, const std::string& name) {
+      schema.pop_back();  // the closing brace: JsonConverter writes "field" last
+      rapidjson::StringBuffer quoted;
+      JsonWriter writer(quoted);
+      WriteJsonString(writer, name);
+      return schema + ",\"field\":" + std::string(quoted.GetString(), quoted.GetSize()) + "}";
+    };
+    std::string fields = field(ColumnSchemaJson(payload, modes_), "payload");
+    for (const auto& [alias, column] : envelope) fields += "," + field(ColumnSchemaJson(*column, modes_), *alias);
+    rapidjson::StringBuffer name;
+    JsonWriter writer(name);
+    WriteJsonString(writer, cached->second);
+    std::string schema = "{\"type\":\"struct\",\"fields\":[" + fields + "],\"optional\":false,\"name\":" +
+                         std::string(name.GetString(), name.GetSize());
+    if (version) schema += ",\"version\":" + *version;
+    return schema + "}";
+  }
+
   Result<TransformOutcome> Route(Record& record, const RowChange& row) {
     std::optional<std::string> event_id;
     auto fail = [&](const std::string& what) { return Fail(record, event_id, what); };
     auto missing = [&](const char* role, const std::string& column, const std::string& key) {
       return fail(std::string(role) + " column '" + column + "' ('" + key + "') is not in the row");
     };
-    auto bytes_of = [&](const Column& column) -> Result<std::optional<std::string>> {
-      auto bytes = ColumnBytes(column);
-      if (!bytes.ok()) return fail(bytes.status().message());
-      return bytes;
+    // The column's bytes and Connect shape under the handling modes (connect_column.h).
+    auto value_of = [&](const Column& column) -> Result<ConnectValue> {
+      auto value = ColumnConnectValue(column, modes_);
+      if (!value.ok()) return fail(value.status().message());
+      return value;
     };
 
     // Event id first, so every later message can name it.
     const Column* id = row.Find(config_.id_column);
     if (id == nullptr) return missing("event id", config_.id_column, config_.id_key);
     event_id = EventIdText(row);
-    auto id_bytes = bytes_of(*id);
-    if (!id_bytes.ok()) return id_bytes.status();
+    auto id_value = value_of(*id);
+    if (!id_value.ok()) return id_value.status();
 
     const Column* route = row.Find(config_.route_column);
     if (route == nullptr) return missing("route", config_.route_column, config_.route_key);
@@ -687,8 +738,8 @@ class OutboxEventRouter final : public Transform {
 
     const Column* key = row.Find(config_.key_column);
     if (key == nullptr) return missing("key", config_.key_column, config_.key_key);
-    auto key_bytes = bytes_of(*key);
-    if (!key_bytes.ok()) return key_bytes.status();
+    auto key_value = value_of(*key);
+    if (!key_value.ok()) return key_value.status();
 
     const Column* payload = row.Find(config_.payload_column);
     if (payload == nullptr) return missing("payload", config_.payload_column, config_.payload_key);
@@ -713,7 +764,7 @@ class OutboxEventRouter final : public Transform {
     }
 
     std::vector<Header> headers;
-    headers.push_back(Header{"id", std::move(id_bytes).value()});
+    headers.push_back(Header{"id", std::move(id_value->bytes), std::move(id_value->shape)});
     std::vector<std::pair<const std::string*, const Column*>> envelope;
     int32_t partition = kAnyPartition;
     for (const AdditionalField& field : config_.additional) {
@@ -726,9 +777,9 @@ class OutboxEventRouter final : public Transform {
       }
       switch (field.placement) {
         case Placement::kHeader: {
-          auto value = bytes_of(*column);
+          auto value = value_of(*column);
           if (!value.ok()) return value.status();
-          headers.push_back(Header{field.alias, std::move(value).value()});
+          headers.push_back(Header{field.alias, std::move(value->bytes), std::move(value->shape)});
           break;
         }
         case Placement::kEnvelope:
@@ -758,6 +809,8 @@ class OutboxEventRouter final : public Transform {
     }
 
     std::optional<std::string> value;
+    // A tombstone has no schema: Connect's converters write it as a Kafka null.
+    ConnectShape value_shape{ConnectType::kStruct, ""};
     const bool empty_payload =
         payload->is_null() ||
         (payload->kind == ValueKind::kString &&
@@ -767,13 +820,19 @@ class OutboxEventRouter final : public Transform {
       if (config_.expand_json) expanded = ExpandPayload(record, *payload, event_id);
       if (!config_.envelope_mode) {
         if (expanded) {
+          // No schema is inferred for an expanded document (docs/event-router.md).
+          value_shape.type = (*expanded)[0] == '[' ? ConnectType::kArray : ConnectType::kStruct;
           value = std::move(expanded);
         } else {
-          auto payload_bytes = bytes_of(*payload);
-          if (!payload_bytes.ok()) return payload_bytes.status();
-          value = std::move(payload_bytes).value();
+          auto payload_value = value_of(*payload);
+          if (!payload_value.ok()) return payload_value.status();
+          value = std::move(payload_value->bytes);
+          value_shape = std::move(payload_value->shape);
         }
       } else {
+        auto schema = EnvelopeSchema(record, row, *route, *payload, envelope, event_id);
+        if (!schema.ok()) return schema.status();
+        value_shape.schema_json = std::move(schema).value();
         rapidjson::StringBuffer buffer;
         JsonWriter writer(buffer);
         writer.StartObject();
@@ -781,11 +840,11 @@ class OutboxEventRouter final : public Transform {
         if (expanded) {
           writer.RawValue(expanded->data(), expanded->size(), rapidjson::kObjectType);
         } else {
-          WriteColumnJson(*payload, writer);
+          WriteColumnJson(*payload, modes_, writer);
         }
         for (const auto& [alias, column] : envelope) {
           WriteJsonKey(writer, *alias);
-          WriteColumnJson(*column, writer);
+          WriteColumnJson(*column, modes_, writer);
         }
         writer.EndObject();
         value = std::string(buffer.GetString(), buffer.GetSize());
@@ -793,8 +852,10 @@ class OutboxEventRouter final : public Transform {
     }
 
     record.topic = TopicFor(route->text);
-    record.key = std::move(key_bytes).value();
+    record.key = std::move(key_value->bytes);
+    record.key_shape = std::move(key_value->shape);
     record.value = std::move(value);
+    record.value_shape = std::move(value_shape);
     record.headers = std::move(headers);
     record.partition = partition;
     record.timestamp_ms = timestamp_ms;
@@ -805,13 +866,16 @@ class OutboxEventRouter final : public Transform {
   const std::string alias_;
   const RouterConfig config_;
   const TopicRegex topic_regex_;
+  const ColumnModes modes_;
   std::unordered_map<std::string, std::string> topic_cache_;
+  std::map<std::optional<std::string>, std::string> envelope_schema_names_;  // by version
 };
 
 }  // namespace
 
 Result<std::unique_ptr<Transform>> MakeOutboxEventRouter(const std::string& alias,
-                                                         const Properties& props) {
+                                                         const Properties& props,
+                                                         const ColumnModes& modes) {
   auto config = ReadConfig(props);
   if (!config.ok()) return config.status();
   auto regex = TopicRegex::Compile(
@@ -820,7 +884,7 @@ Result<std::unique_ptr<Transform>> MakeOutboxEventRouter(const std::string& alia
       props.FullKey("route.topic.regex"), props.FullKey("route.topic.replacement"));
   if (!regex.ok()) return regex.status();
   return std::unique_ptr<Transform>(std::make_unique<OutboxEventRouter>(
-      alias, std::move(config).value(), std::move(regex).value()));
+      alias, std::move(config).value(), std::move(regex).value(), modes));
 }
 
 }  // namespace walrelay

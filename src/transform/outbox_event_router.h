@@ -18,6 +18,7 @@
 
 #include "common/status.h"
 #include "config/properties.h"
+#include "transform/connect_column.h"
 #include "transform/transform.h"
 
 namespace walrelay {
@@ -29,7 +30,9 @@ inline constexpr const char* kDefaultRouteTopicReplacement = "outbox.event.${rou
 
 // `props` is scoped to `transforms.<alias>.`: props.Get("route.by.field") reads
 // `transforms.<alias>.route.by.field`. Every key the router accepts is marked as read.
+// `modes` decide how column values and their Connect schemas are rendered (connect_column.h).
 Result<std::unique_ptr<Transform>> MakeOutboxEventRouter(const std::string& alias,
-                                                         const Properties& props);
+                                                         const Properties& props,
+                                                         const ColumnModes& modes = {});
 
 }  // namespace walrelay

@@ -116,7 +116,9 @@ class PluginTransform final : public Transform {
   Result<TransformOutcome> Apply(Record& record) override {
     if (record.change != nullptr) {
       // Plugins see bytes only: the value a consumer would get without transforms.
-      record.value = SerializeChangeEvent(*record.change, context_, NowMillis());
+      if (!record.source.tombstone)
+        record.value = SerializeChangeEvent(*record.change, context_, NowMillis());
+      record.value_shape = ConnectShape{ConnectType::kStruct, ""};
       record.change = nullptr;
     }
     const walrelay_source source = {sizeof(walrelay_source),
@@ -195,14 +197,27 @@ class PluginTransform final : public Transform {
     return output;
   }
 
+  // What a plugin sets is bytes to Connect: key and value become BYTES without a schema
+  // (docs/plugins.md); a header it adds is a string, a header it keeps keeps its shape.
   static void Store(Output output, Record& record) {
     if (output.topic) record.topic = std::move(*output.topic);
-    if (output.key) record.key = std::move(*output.key);
+    if (output.key) {
+      record.key = std::move(*output.key);
+      record.key_shape = ConnectShape{ConnectType::kBytes, ""};
+    }
     if (output.value) {
       record.value = std::move(*output.value);
+      record.value_shape = ConnectShape{ConnectType::kBytes, ""};
       record.message = nullptr;  // the value no longer is the message event
     }
-    if (output.headers) record.headers = std::move(*output.headers);
+    if (output.headers) {
+      for (size_t i = 0; i < output.headers->size() && i < record.headers.size(); ++i) {
+        Header& h = (*output.headers)[i];
+        if (h.key == record.headers[i].key && h.value == record.headers[i].value)
+          h.shape = record.headers[i].shape;
+      }
+      record.headers = std::move(*output.headers);
+    }
     record.partition = output.partition;
     record.timestamp_ms = output.timestamp_ms;
   }

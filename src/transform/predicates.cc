@@ -31,8 +31,10 @@ class HasHeaderKey final : public Predicate {
 
 class RecordIsTombstone final : public Predicate {
  public:
-  // A record still holding its structured change event has a value, so it is no tombstone.
+  // A record still holding its structured change event has a value, so it is no tombstone,
+  // unless it is the tombstone after a delete (tombstones.on.delete).
   bool Test(const Record& record) const override {
+    if (record.source.tombstone) return true;
     return record.change == nullptr && !record.value.has_value();
   }
 };

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/lsn.h"
@@ -18,9 +19,26 @@
 
 namespace walrelay {
 
+// What a key, value or header is in Kafka Connect's data model, so that the configured
+// converter (convert/converter.h) can write it as Kafka Connect would. The bytes themselves
+// stay walrelay's own rendering: text for strings, numbers and booleans (their decimal or
+// "true"/"false" text), raw bytes for kBytes, JSON text for kStruct/kArray/kMap.
+enum class ConnectType : uint8_t {
+  kString, kBytes, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64, kBoolean, kStruct, kArray, kMap,
+};
+
+struct ConnectShape {
+  ConnectType type = ConnectType::kString;
+  // The Connect schema as JsonConverter writes it under "schema" (e.g.
+  // {"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}); empty when
+  // nobody knows it (a plugin rewrote the value), which JsonConverter writes as null.
+  std::string schema_json;
+};
+
 struct Header {
   std::string key;
   std::optional<std::string> value;  // nullopt = null header value
+  ConnectShape shape{};  // braced so that {key, value} still initialises a whole Header
 };
 
 // Where the record came from, for error messages, dead-letter headers and plugins.
@@ -31,12 +49,20 @@ struct SourceInfo {
   int64_t commit_time_ms = 0;
   ChangeOp op = ChangeOp::kInsert;
   uint32_t xid = 0;
+  // The null-value record Debezium sends after a delete (tombstones.on.delete); its `change`
+  // is the delete, its value stays null.
+  bool tombstone = false;
 };
 
-// "table public.outbox", or "logical decoding message with prefix 'orders'": where a record
-// came from, for messages.
+// "logical decoding message with prefix 'orders'": how every message names a message's origin.
+inline constexpr std::string_view kMessageOriginLead = "logical decoding message";
+inline std::string MessageOrigin(const std::string& prefix) {
+  return std::string(kMessageOriginLead) + " with prefix '" + prefix + "'";
+}
+
+// "table public.outbox", or MessageOrigin(): where a record came from, for messages.
 inline std::string DescribeOrigin(const SourceInfo& source) {
-  if (source.table.empty()) return "logical decoding message with prefix '" + source.message_prefix + "'";
+  if (source.table.empty()) return MessageOrigin(source.message_prefix);
   return "table " + source.table;
 }
 
@@ -46,6 +72,8 @@ struct Record {
   std::string topic;
   std::optional<std::string> key;
   std::optional<std::string> value;
+  ConnectShape key_shape;
+  ConnectShape value_shape;  // a null value with a schema is not a tombstone to JsonConverter
   std::vector<Header> headers;
   int32_t partition = kAnyPartition;
   int64_t timestamp_ms = 0;

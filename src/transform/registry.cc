@@ -24,8 +24,8 @@ class FilterTransform final : public Transform {
   const std::string alias_;
 };
 
-using BuiltInFactory =
-    std::function<Result<std::unique_ptr<Transform>>(const std::string& alias, const Properties&)>;
+using BuiltInFactory = std::function<Result<std::unique_ptr<Transform>>(
+    const std::string& alias, const Properties&, const ColumnModes&)>;
 
 struct BuiltInType {
   std::vector<std::string> names;  // the class name first, then accepted aliases
@@ -36,9 +36,12 @@ const std::vector<BuiltInType>& BuiltInTypes() {
   static const std::vector<BuiltInType> kTypes = {
       {{kOutboxEventRouterType}, MakeOutboxEventRouter},
       {{kDecodeMessageContentType, "DecodeLogicalDecodingMessageContent"},
-       MakeDecodeMessageContent},
+       [](const std::string& alias, const Properties& props, const ColumnModes&) {
+         return MakeDecodeMessageContent(alias, props);
+       }},
       {{kFilterType, "Filter"},
-       [](const std::string& alias, const Properties&) -> Result<std::unique_ptr<Transform>> {
+       [](const std::string& alias, const Properties&,
+          const ColumnModes&) -> Result<std::unique_ptr<Transform>> {
          return std::unique_ptr<Transform>(std::make_unique<FilterTransform>(alias));
        }},
   };
@@ -54,7 +57,7 @@ Result<std::unique_ptr<Transform>> TransformRegistry::Create(
   const std::string name = Trim(*type);
   for (const BuiltInType& builtin : BuiltInTypes()) {
     for (const std::string& n : builtin.names)
-      if (name == n) return builtin.make(alias, props);
+      if (name == n) return builtin.make(alias, props, context_.modes);
   }
   return CreatePlugin(alias, name, props, chain_keys);
 }

@@ -29,8 +29,9 @@ namespace walrelay {
 
 class TransformRegistry {
  public:
-  // `context` names the connector and renders change events for plugins; `plugin_path` is
-  // the list of directories from `plugin.path`.
+  // `context` names the connector, renders change events for plugins and holds the handling
+  // modes the EventRouter renders columns with; `plugin_path` is the list of directories from
+  // `plugin.path`.
   TransformRegistry(SourceContext context, std::vector<std::string> plugin_path)
       : context_(std::move(context)), loader_(std::move(plugin_path)) {}
 

@@ -74,6 +74,8 @@ using Dimension = std::vector<Variant>;
 constexpr const char* kStringConverter = "org.apache.kafka.connect.storage.StringConverter";
 constexpr const char* kJsonConverter = "org.apache.kafka.connect.json.JsonConverter";
 constexpr const char* kByteArrayConverter = "org.apache.kafka.connect.converters.ByteArrayConverter";
+constexpr const char* kBinaryDataConverter = "io.debezium.converters.BinaryDataConverter";
+constexpr const char* kSimpleHeaderConverter = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
 
 // Connect's converters whose bytes walrelay promises (docs/event-router.md): StringConverter
 // for key and value; JsonConverter without schemas when the value is a structure (envelope
@@ -85,6 +87,8 @@ void ChooseConverters(Config& cfg) {
   };
   const bool structured = get("table.fields.additional.placement").find(":envelope") != std::string::npos ||
                           get("table.expand.json.payload") == "true";
+  // A case that names its converters (the converter matrix) keeps them.
+  if (cfg.count("value.converter")) return;
   cfg["key.converter"] = kStringConverter;
   if (structured) {
     cfg["value.converter"] = kJsonConverter;
@@ -94,7 +98,28 @@ void ChooseConverters(Config& cfg) {
   } else {
     cfg["value.converter"] = kStringConverter;
   }
-  cfg["header.converter"] = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+  cfg["header.converter"] = kSimpleHeaderConverter;
+}
+
+// The converter matrix: key, value and header converters as a worker would name them.
+Dimension ConverterMatrix() {
+  auto converters = [](const char* key, bool key_schemas, const char* value, bool value_schemas,
+                       const char* header, bool header_schemas) {
+    Config c{{"key.converter", key}, {"value.converter", value}, {"header.converter", header}};
+    if (std::string(key) == kJsonConverter) c["key.converter.schemas.enable"] = key_schemas ? "true" : "false";
+    if (std::string(value) == kJsonConverter) c["value.converter.schemas.enable"] = value_schemas ? "true" : "false";
+    if (std::string(header) == kJsonConverter) c["header.converter.schemas.enable"] = header_schemas ? "true" : "false";
+    return c;
+  };
+  // Ordered so that the representative set pairs ByteArrayConverter with the bytea payload and
+  // BinaryDataConverter with a struct (which fails on both sides).
+  return {
+      {"conv-string", converters(kStringConverter, false, kStringConverter, false, kSimpleHeaderConverter, false)},
+      {"conv-json", converters(kJsonConverter, true, kJsonConverter, true, kJsonConverter, true)},
+      {"conv-bytes", converters(kStringConverter, false, kByteArrayConverter, false, kSimpleHeaderConverter, false)},
+      {"conv-json-plain", converters(kJsonConverter, false, kJsonConverter, false, kSimpleHeaderConverter, false)},
+      {"conv-binary", converters(kStringConverter, false, kBinaryDataConverter, false, kJsonConverter, false)},
+  };
 }
 
 // `full`: the cross product; otherwise case i takes variant i of every dimension (wrapping),
@@ -129,6 +154,11 @@ std::vector<Case> Generate(const std::string& prefix, const Config& base,
       const Variant& v = dims[d][p[d]];
       if (!v.label.empty()) c.name += "+" + v.label;
       for (const auto& [k, val] : v.keys) {
+        // Converter keys are connector keys; the others belong to the router.
+        if (k.find("converter") != std::string::npos) {
+          c.config[k] = val;
+          continue;
+        }
         // A placement variant adds to the placements of another.
         auto& slot = c.config["transforms.outbox." + k];
         slot = (k == "table.fields.additional.placement" && !slot.empty()) ? slot + "," + val : val;
@@ -202,7 +232,35 @@ std::vector<Case> AllCases(bool full) {
       },
       full);
   cases.insert(cases.end(), typed.begin(), typed.end());
+  // Converters crossed with router configs and payload column types.
+  auto converted = Generate(
+      "converters", renamed,
+      {
+          ConverterMatrix(),
+          {{"plain", {{"table.fields.additional.placement", "tenant:header,amount:header,note:header,flag:header"}}},
+           {"envelope", {{"table.fields.additional.placement", "tenant:envelope,amount:envelope,note:envelope"},
+                         {"table.field.event.schema.version", "version"}}},
+           {"expand", {{"table.expand.json.payload", "true"}}}},
+          {{"text", {{"table.field.event.payload", "body_text"}}},
+           {"json", {{"table.field.event.payload", "body_json"}}},
+           {"bytea", {{"table.field.event.payload", "body_bytes"}}}},
+      },
+      full);
+  cases.insert(cases.end(), converted.begin(), converted.end());
   if (!full) {
+    // JsonConverter with schemas over an expanded payload, which the pairing above leaves out.
+    Case expanded{"converters+conv-json+expand+json", renamed};
+    const Dimension matrix = ConverterMatrix();
+    for (const auto& [k, v] : matrix[1].keys) expanded.config[k] = v;
+    expanded.config["transforms.outbox.table.expand.json.payload"] = "true";
+    expanded.config["transforms.outbox.table.field.event.payload"] = "body_json";
+    cases.push_back(expanded);
+    // StringConverter over an envelope holding a bytea payload.
+    Case struct_bytes{"converters+conv-string+envelope+bytea", renamed};
+    for (const auto& [k, v] : matrix[0].keys) struct_bytes.config[k] = v;
+    struct_bytes.config["transforms.outbox.table.fields.additional.placement"] = "tenant:envelope,amount:envelope";
+    struct_bytes.config["transforms.outbox.table.field.event.payload"] = "body_bytes";
+    cases.push_back(struct_bytes);
     // Where Debezium 3.2 stops: a json payload expanded into an envelope.
     Case stops{"typed+json+envelope+expand-avro", renamed};
     for (const auto& [k, v] : Config{{"table.field.event.payload", "body_json"},
@@ -227,6 +285,21 @@ std::vector<Case> AllCases(bool full) {
                              {"value.converter", kJsonConverter},
                              {"value.converter.schemas.enable", "false"}}};
   cases.push_back(envelope);
+  // The same under named handling modes, every value of each at least once: Debezium's
+  // rendering of every column.
+  for (const auto& [name, decimal, time, binary] :
+       std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"precise+adaptive+bytes", "precise", "adaptive", "bytes"},
+           {"double+adaptive_time_microseconds+base64", "double", "adaptive_time_microseconds",
+            "base64"},
+           {"string+connect+base64-url-safe", "string", "connect", "base64-url-safe"},
+           {"precise+isostring+hex", "precise", "isostring", "hex"}}) {
+    Case modes{"envelope+" + name, envelope.config};
+    modes.config["decimal.handling.mode"] = decimal;
+    modes.config["time.precision.mode"] = time;
+    modes.config["binary.handling.mode"] = binary;
+    cases.push_back(modes);
+  }
   return cases;
 }
 
@@ -237,9 +310,12 @@ const char* kSchema =
     "event_type varchar(64), body_text text, body_json json, body_bytes bytea, part integer, "
     "occurred_at timestamp, tenant bigint, small smallint, amount numeric(12,3), flag boolean, "
     "tstz timestamptz, note varchar(40), version integer);"
+    "CREATE TYPE public.mood AS ENUM ('sad', 'ok', 'happy');"
     "CREATE TABLE public.typed (id integer PRIMARY KEY, b bigint, s smallint, n numeric(10,2), "
     "nn numeric, r real, d double precision, flag boolean, t text, vc varchar(20), ch char(3), "
-    "bin bytea, j json, jb jsonb, u uuid, ts timestamp, tstz timestamptz, dt date);";
+    "bin bytea, j json, jb jsonb, u uuid, ts timestamp, tstz timestamptz, dt date, "
+    "ts3 timestamp(3), tm time, tm3 time(3), tmtz timetz, iv interval, m mood, ia integer[], "
+    "ta text[], n0 numeric(5,0));";
 
 std::string Rows() {
   std::string sql;
@@ -286,13 +362,24 @@ std::string Rows() {
            "'x', 2");
   typed(5, "'Order', 'key-5', 'Created', '', '{\"deep\": {\"e\": [], \"n\": null}}', '\\x', 0, "
            "NULL, 0, 0, 0, false, NULL, 'y', 1");
+  typed(6, "'Order', 'key-6 😀', 'Created', 'smile 😀 \"q\"', '{\"m\": \"😀\", \"n\": null}', "
+           "'\\x7f', 3, '2024-03-01 00:00:00', 6, 6, 6.5, true, '2024-03-01 00:00:00+00', 'ü 😀', 2");
   sql += "UPDATE outbox_typed SET note = 'changed' WHERE event_key = 'key-1';"
          "DELETE FROM outbox_typed WHERE event_key = 'key-4';";
 
   sql += "INSERT INTO typed VALUES (1, 9007199254740993, -7, 12345.67, 'NaN', 1.5, '-Infinity', "
          "true, 'ünï \"q\" \\ ok', 'short', 'ab', '\\x00ff10', '{\"a\": [1, 2]}', '{\"b\": null}', "
          "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29 12:34:56.789', "
-         "'2024-02-29 12:34:56.789+02', '2024-02-29');"
+         "'2024-02-29 12:34:56.789+02', '2024-02-29', '2024-02-29 12:34:56.789', "
+         "'12:34:56.789012', '01:02:03.4', '12:34:56.5+05:30', '1 year 2 mons 3 days 04:05:06.789', "
+         "'ok', '{1,2,NULL}', '{\"a\",\"b c\"}', 12345);"
+         "INSERT INTO typed VALUES (3, -1, 0, -0.05, 123.4500, 'NaN', 1e300, false, '', '', '', "
+         "'\\x', '[]', '{}', '00000000-0000-0000-0000-000000000000', "
+         "'1969-12-31 23:59:59.999999', '1900-01-01 00:00:00+00', '1960-01-01', '1970-01-01', "
+         "'00:00:00', '23:59:59.999', '00:00:00-08', '-1 days -00:00:01', 'sad', '{}', '{}', 0);"
+         "INSERT INTO typed (id, n, nn, r, d, ts, tstz, dt) VALUES (4, 99999999.99, -1e-10, "
+         "3.4e38, 12345678.9, '2024-01-01 00:00:00.000001', '2024-06-01 10:00:00.5-07:30', "
+         "'0001-01-01');"
          "INSERT INTO typed (id) VALUES (2);"
          "UPDATE typed SET t = 'changed', n = NULL WHERE id = 1;"
          "DELETE FROM typed WHERE id = 2;";
@@ -597,21 +684,15 @@ const std::vector<std::string> kIntended = {
     "temporal columns are PostgreSQL's text",
     "change events: numeric, temporal and special float columns keep PostgreSQL's rendering",
     "change events: source.version is walrelay's version",
-    "numeric columns are JSON numbers in envelope values",
+    "numeric columns are JSON numbers in envelope values and JSON headers",
     "an empty bytea payload is a tombstone",
     "field.name.adjustment.mode keeps member values (Debezium 3.2 writes null)",
     "Debezium 3.2 stops on a json payload expanded into an envelope; walrelay sends the records",
+    "JsonConverter with schemas: an expanded payload's schema is null (no inference)",
+    "StringConverter: bytes inside a struct are base64, not a ByteBuffer's toString",
 };
 const std::vector<std::string> kOpen = {
-    "OPEN: JsonConverter escapes characters outside the BMP as \\u surrogate pairs",
-    "OPEN: expansion on, payload not JSON: Debezium's JsonConverter quotes it (bytea: base64), "
-    "walrelay sends it raw",
-    "OPEN: change events lack Debezium's fields (source.sequence, source.ts_us, source.ts_ns, "
-    "source.xmin, transaction, ts_us, ts_ns)",
-    "OPEN: change events: an UPDATE without an old tuple has before=null in Debezium, the key in walrelay",
-    "OPEN: change events: a DELETE's before has every column (null beyond the key) in Debezium",
-    "OPEN: change events: no tombstone after a DELETE (tombstones.on.delete=true)",
-    "OPEN: a NULL payload through JsonConverter is the bytes 'null' in Debezium, a Kafka null in walrelay",
+    // None at present; a difference found and not yet fixed is named here.
 };
 
 // The kinds by name, for the comparison below.
@@ -626,13 +707,8 @@ const std::string& kEnvelopeNumeric = kIntended[7];
 const std::string& kEmptyBytea = kIntended[8];
 const std::string& kAdjustedNames = kIntended[9];
 const std::string& kDebeziumStops = kIntended[10];
-const std::string& kOpenSurrogates = kOpen[0];
-const std::string& kOpenQuotedPayload = kOpen[1];
-const std::string& kOpenChangeEventFields = kOpen[2];
-const std::string& kOpenUpdateBefore = kOpen[3];
-const std::string& kOpenDeleteBefore = kOpen[4];
-const std::string& kOpenNoTombstone = kOpen[5];
-const std::string& kOpenNullLiteral = kOpen[6];
+const std::string& kExpandedSchema = kIntended[11];
+const std::string& kStructBytes = kIntended[12];
 
 // What the comparison found: unrecognised differences, which fail the test, and recognised
 // ones, counted by name with one example each.
@@ -738,10 +814,7 @@ class Comparer {
       ++result_.records;
       const Rec* w = Take(queues, d);
       if (w == nullptr) {
-        if (change_events_ && !d.value)
-          result_.Known(kOpenNoTombstone, where, Describe(d), "(none)");
-        else
-          result_.Differ(where, "record", Describe(d), "(missing)");
+        result_.Differ(where, "record", Describe(d), "(missing)");
         continue;
       }
       CompareRecord(where, d, *w);
@@ -774,8 +847,6 @@ class Comparer {
     if (partition) {
       auto it = queues.find({d.topic, *partition});
       if (it == queues.end() || it->second.empty()) return nullptr;
-      // A missing tombstone must not shift the records after it.
-      if (change_events_ && !d.value && it->second.front()->value) return nullptr;
       const Rec* w = it->second.front();
       it->second.pop_front();
       return w;
@@ -812,13 +883,42 @@ class Comparer {
 
   void CompareRoutedValue(const std::string& where, const std::optional<std::string>& d,
                           const std::optional<std::string>& w) {
-    if (d && *d == "null" && !w) {
-      // JsonConverter writes a NULL payload that has a schema as the JSON literal.
-      result_.Known(kOpenNullLiteral, where, Show(d), Show(w));
-      return;
+    if (d && w && w->rfind("Struct{", 0) == 0) {
+      // StringConverter's Struct.toString. Debezium sends a payload it cannot infer a schema
+      // for unexpanded (its text), and prints bytes inside a struct as a ByteBuffer object.
+      auto original = ParseJson(d);
+      if (Get("table.expand.json.payload") == "true" && original &&
+          (original->IsObject() || original->IsArray())) {
+        result_.Known(kUnschemaedExpansion, where, Show(d), Show(w));
+        return;
+      }
+      if (d->rfind("Struct{", 0) == 0 && d->find("java.nio.HeapByteBuffer[") != std::string::npos) {
+        result_.Known(kStructBytes, where, Show(d), Show(w));
+        return;
+      }
     }
     auto dj = ParseJson(d);
     auto wj = ParseJson(w);
+    auto schema_envelope = [](const std::optional<rapidjson::Document>& j) {
+      return j && j->IsObject() && j->MemberCount() == 2 && j->HasMember("schema") &&
+             j->HasMember("payload");
+    };
+    if (schema_envelope(dj) && schema_envelope(wj)) {
+      // JsonConverter with schemas: the schemas, then the payloads as values of their own.
+      const rapidjson::Value& ds = (*dj)["schema"];
+      const rapidjson::Value& ws = (*wj)["schema"];
+      if (!SameJson(ds, ws)) {
+        if (ws.IsNull() && Get("table.expand.json.payload") == "true") {
+          result_.Known(kExpandedSchema, where, Render(ds), Render(ws));
+        } else {
+          result_.Differ(where, "value schema", Render(ds), Render(ws));
+        }
+      }
+      const std::string dp = Render((*dj)["payload"]);
+      const std::string wp = Render((*wj)["payload"]);
+      if (dp != wp) CompareRoutedValue(where + " payload", dp, wp);
+      return;
+    }
     if (!w && d && Get("route.tombstone.on.empty.payload") == "true" &&
         Get("table.field.event.payload") == "body_bytes") {
       // An empty bytea payload: Debezium sends it (as "" in JSON), walrelay a tombstone.
@@ -827,17 +927,6 @@ class Comparer {
                           (*dj)["payload"].IsString() && (*dj)["payload"].GetStringLength() == 0);
       if (empty) {
         result_.Known(kEmptyBytea, where, Show(d), Show(w));
-        return;
-      }
-    }
-    if (dj && dj->IsString() && w && !wj) {
-      // JsonConverter quoted a payload walrelay sent as it is: text as a JSON string, bytea
-      // as base64.
-      const std::string_view quoted(dj->GetString(), dj->GetStringLength());
-      static const std::regex kBase64("^([A-Za-z0-9+/]{4})*([A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$");
-      if (quoted == *w || (std::regex_match(std::string(quoted), kBase64) &&
-                           Base64Decode(std::string(quoted)) == *w)) {
-        result_.Known(kOpenQuotedPayload, where, Show(d), Show(w));
         return;
       }
     }
@@ -895,8 +984,6 @@ class Comparer {
       result_.Differ(where, "value", Show(d), Show(w));
       return;
     }
-    if (d->find("\\uD8") != std::string::npos || d->find("\\uD9") != std::string::npos)
-      applied.push_back(kOpenSurrogates);
     if (Render(*wj) != *w) applied.push_back(kExpandedDigits);
     if (applied.empty()) result_.Differ(where, "value", Show(d), Show(w));
     for (const auto& name : applied) result_.Known(name, where, Show(d), Show(w));
@@ -911,35 +998,26 @@ class Comparer {
       result_.Differ(where, "value", Show(d), Show(w));
       return;
     }
-    static const std::set<std::string> kRenderedColumns = {"n", "nn", "r", "d", "ts", "tstz", "dt"};
+    // walrelay's own rendering of these columns is intended only while no handling mode is
+    // named; named, every column must be Debezium's.
+    static const std::set<std::string> kNativeColumns = {
+        "n", "nn", "r", "d", "ts", "tstz", "dt", "ts3", "tm", "tm3", "tmtz", "iv", "ia", "ta", "n0"};
+    const bool modes_named = case_->config.count("decimal.handling.mode") ||
+                             case_->config.count("time.precision.mode") ||
+                             case_->config.count("binary.handling.mode");
+    const std::set<std::string> kRenderedColumns =
+        modes_named ? std::set<std::string>{} : kNativeColumns;
     static const std::set<std::string> kProcessingTime = {"ts_ms", "ts_us", "ts_ns"};
-    static const std::set<std::string> kAbsentFields = {"sequence", "ts_us", "ts_ns", "xmin",
-                                                        "transaction"};
-    const std::string op = (*dj)["op"].IsString() ? (*dj)["op"].GetString() : "";
     for (auto m = dj->MemberBegin(); m != dj->MemberEnd(); ++m) {
       const std::string field = m->name.GetString();
       const std::string at = where + " " + field;
       if (!wj->HasMember(field.c_str())) {
-        if (kAbsentFields.count(field)) {
-          result_.Known(kOpenChangeEventFields, at, Render(m->value), "(absent)");
-        } else {
-          result_.Differ(at, "member", Render(m->value), "(absent)");
-        }
+        result_.Differ(at, "member", Render(m->value), "(absent)");
         continue;
       }
       const rapidjson::Value& wv = (*wj)[field.c_str()];
       if (kProcessingTime.count(field)) continue;  // when each side serialised the event
-      if (field == "before" && !SameJson(m->value, wv)) {
-        if (m->value.IsNull() && op == "u") {
-          result_.Known(kOpenUpdateBefore, at, Render(m->value), Render(wv));
-        } else if (op == "d") {
-          result_.Known(kOpenDeleteBefore, at, Render(m->value), Render(wv));
-        } else {
-          CompareRow(at, m->value, wv, kRenderedColumns);
-        }
-        continue;
-      }
-      if (field == "after") {
+      if (field == "before" || field == "after") {
         CompareRow(at, m->value, wv, kRenderedColumns);
         continue;
       }
@@ -947,11 +1025,7 @@ class Comparer {
         for (auto s = m->value.MemberBegin(); s != m->value.MemberEnd(); ++s) {
           const std::string name = s->name.GetString();
           if (!wv.HasMember(name.c_str())) {
-            if (kAbsentFields.count(name)) {
-              result_.Known(kOpenChangeEventFields, at + "." + name, Render(s->value), "(absent)");
-            } else {
-              result_.Differ(at + "." + name, "member", Render(s->value), "(absent)");
-            }
+            result_.Differ(at + "." + name, "member", Render(s->value), "(absent)");
           } else if (!SameJson(s->value, wv[name.c_str()])) {
             if (name == "version") {
               result_.Known(kSourceVersion, at + "." + name, Render(s->value), Render(wv[name.c_str()]));
@@ -1014,6 +1088,14 @@ class Comparer {
         if (dk != wk) names_match = false;
         if (dk == wk && dv != wv && dv && wv && LooksTemporalDebezium(*dv) && LooksTemporalText(*wv)) {
           result_.Known(kTemporalText, where + " header " + dk, Show(dv), Show(wv));
+          expected[i].second = wv;
+        }
+        // JsonConverter headers without schemas under walrelay's rendering: a numeric column
+        // is its number where Debezium's Decimal is base64 bytes.
+        auto dh = ParseJson(dv);
+        auto wh = ParseJson(wv);
+        if (dk == wk && dv != wv && dh && wh && dh->IsString() && wh->IsNumber()) {
+          result_.Known(kEnvelopeNumeric, where + " header " + dk, Show(dv), Show(wv));
           expected[i].second = wv;
         }
       }

@@ -182,6 +182,9 @@ TEST_CASE("the built-in Filter with RecordIsTombstone drops tombstones only") {
   const RowChange change = testing::OutboxChange();
   Record structured = MakeSourceRecord(change, testing::TestContext());
   CHECK(*chain.Apply(structured) == TransformOutcome::kKeep);
+  // The tombstone after a delete (tombstones.on.delete) still points at the delete.
+  Record after_delete = MakeTombstoneRecord(change, testing::TestContext());
+  CHECK(*chain.Apply(after_delete) == TransformOutcome::kDrop);
 }
 
 TEST_CASE("Filter without a predicate drops everything") {

@@ -9,7 +9,7 @@
 namespace walrelay {
 namespace {
 
-const SourceContext kContext{"walrelay", "shop", "orders-connector"};
+const SourceContext kContext{"walrelay", "shop", "orders-connector", {}};
 constexpr int64_t kCommitMs = 1700000000123;
 
 Column Col(std::string name, std::string type, ValueKind kind, std::string text) {
@@ -24,6 +24,7 @@ RowChange OrderRow(ChangeOp op = ChangeOp::kInsert) {
   row.schema = "public";
   row.table = "orders";
   row.commit_time_ms = kCommitMs;
+  row.commit_time_us = kCommitMs * 1000 + 456;
   row.primary_key = {"id"};
   row.columns = {
       Col("id", "uuid", ValueKind::kString, "8f6b8a8e-2c1d-4c55-9b7a-2f3c4d5e6f70"),
@@ -128,9 +129,23 @@ TEST_CASE("change event: insert envelope with typed column values") {
   CHECK(std::string(source["table"].GetString()) == "orders");
   CHECK(source["txId"].GetUint() == 771u);
   CHECK(source["lsn"].GetUint64() == row.lsn.value());
+  // Debezium 3.2's other source members: no commit seen before this change on the stream.
+  CHECK(std::string(source["sequence"].GetString()) ==
+        "[null,\"" + std::to_string(row.lsn.value()) + "\"]");
+  CHECK(source["ts_us"].GetInt64() == kCommitMs * 1000 + 456);
+  CHECK(source["ts_ns"].GetInt64() == (kCommitMs * 1000 + 456) * 1000);
+  CHECK(source["xmin"].IsNull());
+  CHECK(json.find(R"("db":"shop","sequence":)") != std::string::npos);
+  CHECK(json.find(R"("lsn":)" + std::to_string(row.lsn.value()) + R"(,"xmin":null})") !=
+        std::string::npos);
+  CHECK(doc["transaction"].IsNull());
 
   CHECK(std::string(doc["op"].GetString()) == "c");
   CHECK(doc["ts_ms"].GetInt64() == 1700000009999);
+  CHECK(doc["ts_us"].GetInt64() == 1700000009999000);
+  CHECK(doc["ts_ns"].GetInt64() == 1700000009999000000);
+  CHECK(json.find(R"("transaction":null,"op":"c","ts_ms":1700000009999,"ts_us":)") !=
+        std::string::npos);
   // Member order as Debezium writes it.
   CHECK(json.rfind(R"({"before":null,"after":{"id":)", 0) == 0);
 }
@@ -143,24 +158,44 @@ TEST_CASE("change event: update, delete and truncate images") {
     CHECK(doc["after"].IsObject());
     CHECK(std::string(doc["op"].GetString()) == "u");
   }
-  SUBCASE("update with an identity image") {
+  SUBCASE("update with the key only as identity (no old tuple) has a null before") {
+    RowChange row = OrderRow(ChangeOp::kUpdate);
+    row.identity = {Col("id", "uuid", ValueKind::kString, "8f6b8a8e-2c1d-4c55-9b7a-2f3c4d5e6f70")};
+    const rapidjson::Document doc = Parse(SerializeChangeEvent(row, kContext, 1));
+    CHECK(doc["before"].IsNull());
+  }
+  SUBCASE("update with an old tuple: before is the decoder's before image") {
     RowChange row = OrderRow(ChangeOp::kUpdate);
     row.identity = {Col("id", "uuid", ValueKind::kString, "old-id")};
+    row.before = {Col("id", "uuid", ValueKind::kString, "old-id"),
+                  Col("qty", "integer", ValueKind::kNull, "")};
     const rapidjson::Document doc = Parse(SerializeChangeEvent(row, kContext, 1));
     CHECK(std::string(doc["before"]["id"].GetString()) == "old-id");
+    CHECK(doc["before"]["qty"].IsNull());
     CHECK(doc["after"]["qty"].GetInt() == 3);
   }
-  SUBCASE("delete carries the identity columns in before") {
+  SUBCASE("delete: before is every column, null beyond the old tuple") {
     RowChange row = OrderRow(ChangeOp::kDelete);
-    row.identity = {Col("id", "uuid", ValueKind::kString, "old-id"),
-                    Col("qty", "integer", ValueKind::kNumber, "7")};
+    row.identity = {Col("id", "uuid", ValueKind::kString, "old-id")};
+    row.before = {Col("id", "uuid", ValueKind::kString, "old-id"),
+                  Col("qty", "integer", ValueKind::kNull, ""),
+                  Col("note", "text", ValueKind::kNull, "")};
     row.columns.clear();
-    const rapidjson::Document doc = Parse(SerializeChangeEvent(row, kContext, 1));
-    REQUIRE(doc["before"].IsObject());
-    CHECK(doc["before"].MemberCount() == 2);
-    CHECK(doc["before"]["qty"].GetInt() == 7);
-    CHECK(doc["after"].IsNull());
+    const std::string json = SerializeChangeEvent(row, kContext, 1);
+    CHECK(json.rfind(R"({"before":{"id":"old-id","qty":null,"note":null},"after":null,)", 0) == 0);
+    const rapidjson::Document doc = Parse(json);
     CHECK(std::string(doc["op"].GetString()) == "d");
+  }
+  SUBCASE("the tombstone after a delete keeps the delete's key and topic") {
+    RowChange row = OrderRow(ChangeOp::kDelete);
+    row.identity = {Col("id", "uuid", ValueKind::kString, "old-id")};
+    row.columns.clear();
+    const Record tombstone = MakeTombstoneRecord(row, kContext);
+    CHECK(tombstone.source.tombstone);
+    CHECK(tombstone.change == &row);
+    CHECK(!tombstone.value.has_value());
+    CHECK(tombstone.key == MakeSourceRecord(row, kContext).key);
+    CHECK(tombstone.topic == "walrelay.public.orders");
   }
   SUBCASE("truncate has neither image") {
     RowChange row = OrderRow(ChangeOp::kTruncate);

@@ -17,7 +17,7 @@ namespace {
 constexpr const char* kLsnText = "16/B374D848";
 constexpr int64_t kCommitMs = 1700000000123;
 constexpr uint32_t kXid = 771;
-const SourceContext kContext{"walrelay", "shop", "outbox-connector"};
+const SourceContext kContext{"walrelay", "shop", "outbox-connector", {}};
 
 LogicalMessage Message(std::string content, std::string prefix = "outbox") {
   LogicalMessage m;

@@ -82,7 +82,7 @@ Status ConfigStatus(const std::map<std::string, std::string>& config) {
 }
 
 Record RecordFor(const RowChange& row) {
-  return MakeSourceRecord(row, SourceContext{"walrelay", "shop", "outbox-connector"});
+  return MakeSourceRecord(row, SourceContext{"walrelay", "shop", "outbox-connector", {}});
 }
 
 // Routes `row` and returns the record, requiring success and kKeep.
@@ -811,6 +811,57 @@ TEST_CASE("router: every accepted key counts as read; unknown keys do not") {
 
 TEST_CASE("router: the type name constant matches Debezium's class") {
   CHECK(std::string(kOutboxEventRouterType) == "io.debezium.transforms.outbox.EventRouter");
+}
+
+}  // namespace
+}  // namespace walrelay
+
+namespace walrelay {
+namespace {
+
+// What the converters need: Debezium's Connect schemas of key, value and headers.
+TEST_CASE("router: records carry the Connect shapes of key, value and headers") {
+  const ColumnModes debezium{DecimalMode::kPrecise, TimeMode::kAdaptive, BinaryMode::kBytes};
+  auto make = [&](const std::map<std::string, std::string>& config) {
+    auto router = MakeOutboxEventRouter("outbox", Scoped(config), debezium);
+    REQUIRE_MESSAGE(router.ok(), router.status().ToString());
+    return std::move(router).value();
+  };
+  RowChange row = OutboxRow();
+  Set(row, Int("version", "3"));
+  Set(row, Text("amount", "12.50", "numeric(10,2)"));
+
+  auto plain = make({{"table.fields.additional.placement", "amount:header"}});
+  Record r = Routed(*plain, row);
+  CHECK(r.key_shape.type == ConnectType::kString);
+  CHECK(r.key_shape.schema_json == R"({"type":"string","optional":true})");
+  CHECK(r.value_shape.type == ConnectType::kString);
+  CHECK(r.value_shape.schema_json.find("io.debezium.data.Json") != std::string::npos);
+  CHECK(r.headers[0].shape.schema_json.find("io.debezium.data.Uuid") != std::string::npos);
+  REQUIRE(r.headers.size() == 2);
+  CHECK(r.headers[1].shape.type == ConnectType::kBytes);
+  CHECK(r.headers[1].shape.schema_json.find("org.apache.kafka.connect.data.Decimal") != std::string::npos);
+  CHECK(r.headers[1].value == std::string("\x04\xe2", 2));  // 1250, scale 2
+
+  // The envelope: Debezium's schema name with the route value, and the version column.
+  auto envelope = make({{"table.fields.additional.placement", "type:envelope:eventType"},
+                        {"table.field.event.schema.version", "version"}});
+  Record e = Routed(*envelope, row);
+  CHECK(e.value_shape.type == ConnectType::kStruct);
+  CHECK(e.value_shape.schema_json ==
+        R"({"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},)"
+        R"({"type":"string","optional":true,"field":"eventType"}],"optional":false,)"
+        R"("name":"walrelay.public.outbox.Order.Value","version":3})");
+
+  // A tombstone has no schema; a NULL payload keeps its column's.
+  auto tombstones = make({{"route.tombstone.on.empty.payload", "true"}});
+  Set(row, Null("payload", "jsonb"));
+  Record t = Routed(*tombstones, row);
+  CHECK(!t.value);
+  CHECK(t.value_shape.schema_json.empty());
+  Record n = Routed(*plain, row);
+  CHECK(!n.value);
+  CHECK_FALSE(n.value_shape.schema_json.empty());
 }
 
 }  // namespace

@@ -78,7 +78,7 @@ CatalogLookups CapturedCatalog() {
       std::stringstream s(line);
       for (std::string f; std::getline(s, f, '\t');) fields.push_back(f);
       REQUIRE(fields.size() == 4);
-      (*columns)[fields[0] + "." + fields[1]].push_back({fields[2], fields[3]});
+      (*columns)[fields[0] + "." + fields[1]].push_back({fields[2], fields[3], false});
     }
   }
   CatalogLookups catalog;
@@ -133,12 +133,15 @@ std::vector<std::string> Names(const std::vector<Column>& columns) {
   return out;
 }
 
+// A NULL's text (pgoutput keeps a NaN's, wal2json cannot) is not part of what both decoders
+// must agree on.
 std::string Describe(const std::vector<Column>& columns) {
   std::string out;
   for (const auto& c : columns) {
+    const std::string text = c.is_null() ? "" : c.text;
     out += c.name + ":" + c.type + ":" + std::to_string(static_cast<int>(c.kind)) + ":" +
-           c.text.substr(0, 80) +
-           (c.text.size() > 80 ? "…" + std::to_string(c.text.size()) : "") + " | ";
+           text.substr(0, 80) + (text.size() > 80 ? "…" + std::to_string(text.size()) : "") +
+           " | ";
   }
   return out;
 }
@@ -249,6 +252,9 @@ TEST_CASE("pgoutput: column types render as wal2json prints them, values as it m
   // NaN and the infinities of numeric types are null, as wal2json writes them.
   CHECK(Col(wide[1]->columns, "n").kind == ValueKind::kNull);
   CHECK(Col(wide[1]->columns, "r").kind == ValueKind::kNull);
+  // Their text stays for the handling modes, which render them as Debezium does.
+  CHECK(Col(wide[1]->columns, "n").text == "NaN");
+  CHECK(Col(wide[1]->columns, "r").text == "Infinity");
   CHECK(Col(wide[1]->columns, "ts").text == "infinity");
   CHECK(Col(wide[2]->columns, "flag").text == "false");
 
@@ -291,6 +297,16 @@ TEST_CASE("pgoutput: begin, commit and row LSNs, xids and times of a transaction
   const auto commit = std::find_if(stream.begin(), stream.end(),
                                    [](const Captured& m) { return m.payload[0] == 'C'; });
   CHECK(messages[4].commit.end_lsn == commit->lsn);
+  // Debezium's source.ts_us and the first element of source.sequence.
+  for (int i = 1; i <= 3; ++i) {
+    CHECK(messages[i].change.commit_time_us / 1000 == messages[i].change.commit_time_ms);
+    CHECK(!messages[i].change.previous_commit_end.has_value());
+  }
+  const auto next = std::find_if(messages.begin() + 5, messages.end(), [](const DecodedMessage& m) {
+    return m.kind == MessageKind::kChange;
+  });
+  REQUIRE(next != messages.end());
+  CHECK(next->change.previous_commit_end == messages[4].commit.end_lsn);
 }
 
 TEST_CASE("pgoutput: replica identity DEFAULT, FULL and NOTHING give wal2json's identity") {
@@ -305,6 +321,23 @@ TEST_CASE("pgoutput: replica identity DEFAULT, FULL and NOTHING give wal2json's 
   REQUIRE(keyorder[3]->op == ChangeOp::kDelete);
   CHECK(keyorder[3]->columns.empty());
   CHECK(Names(keyorder[3]->identity) == std::vector<std::string>{"a", "b"});
+  // Debezium's before: none for an update that keeps the key; every column, null beyond the
+  // old key, for a key change and a delete.
+  CHECK(keyorder[1]->before.empty());
+  REQUIRE(keyorder[2]->before.size() == keyorder[2]->columns.size());
+  CHECK(Names(keyorder[2]->before) == Names(keyorder[2]->columns));
+  CHECK(Names(keyorder[3]->before) == Names(keyorder[0]->columns));
+  for (const auto* row : {keyorder[2], keyorder[3]}) {
+    for (const Column& c : row->before) {
+      const bool key = c.name == "a" || c.name == "b";
+      CHECK_MESSAGE(key != c.is_null(), c.name);
+      if (key) CHECK(c.text == Col(row->identity, c.name).text);
+    }
+  }
+  // Key columns are not optional.
+  CHECK(!Col(keyorder[0]->columns, "a").optional);
+  for (const Column& c : keyorder[0]->columns)
+    if (c.name != "a" && c.name != "b") CHECK(c.optional);
   // The key in column order, as wal2json's "pk" gives it (not the index's order).
   CHECK(keyorder[0]->primary_key == std::vector<std::string>{"a", "b"});
 
@@ -315,6 +348,8 @@ TEST_CASE("pgoutput: replica identity DEFAULT, FULL and NOTHING give wal2json's 
   CHECK(Describe(composite[2]->identity) == "k1:integer:2:1 | k2:text:1:a | v:text:1:v1 | ");
   CHECK(composite[3]->op == ChangeOp::kDelete);
   CHECK(Describe(composite[3]->identity) == "k1:integer:2:2 | k2:text:1:b | v:text:0: | ");
+  CHECK(Describe(composite[2]->before) == Describe(composite[2]->identity));
+  CHECK(Describe(composite[3]->before) == Describe(composite[3]->identity));
   CHECK(composite[0]->primary_key.empty());
 
   // NOTHING: no key flags (a publication that publishes updates makes PostgreSQL refuse
@@ -329,6 +364,25 @@ TEST_CASE("pgoutput: replica identity DEFAULT, FULL and NOTHING give wal2json's 
   PgOutputDecoder with_catalog(options);
   const auto rows = DecodeAll(with_catalog, PgOutputStream());
   CHECK(RowsOf(rows, "keyorder")[0]->primary_key == std::vector<std::string>{"a", "b"});
+  // Optional: not for key columns, and not for NOT NULL ones the catalog names.
+  {
+    DecoderOptions not_null = options;
+    auto base = not_null.catalog.table_columns;
+    not_null.catalog.table_columns = [base](std::string_view schema, std::string_view table) {
+      auto columns = base(schema, table);
+      if (columns && table == "composite")
+        for (auto& c : *columns) c.not_null = c.name == "v";
+      return columns;
+    };
+    PgOutputDecoder decoder_not_null(not_null);
+    const auto decoded = DecodeAll(decoder_not_null, PgOutputStream());
+    const auto composite = RowsOf(decoded, "composite");
+    REQUIRE(!composite.empty());
+    CHECK(!Col(composite[0]->columns, "k1").optional);
+    CHECK(!Col(composite[0]->columns, "v").optional);
+    // Without NOT NULL, a non-key column is optional.
+    CHECK(Col(RowsOf(rows, "composite")[0]->columns, "v").optional);
+  }
   CHECK(RowsOf(rows, "composite")[0]->primary_key == std::vector<std::string>{"k1", "k2"});
   CHECK(RowsOf(rows, "nothing")[0]->primary_key == std::vector<std::string>{"id"});
 }

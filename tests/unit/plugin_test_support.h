@@ -28,7 +28,7 @@ inline std::string TestPluginFile(const std::string& name) {
   return std::string(WALRELAY_TEST_PLUGIN_DIR) + "/" + name + ".so";
 }
 
-inline SourceContext TestContext() { return {"shop", "shopdb", "orders-outbox"}; }
+inline SourceContext TestContext() { return {"shop", "shopdb", "orders-outbox", {}}; }
 
 // An outbox row as PostgreSQL 15 + wal2json render it, with Debezium's default column names.
 inline RowChange OutboxChange() {

@@ -89,10 +89,16 @@ TEST_CASE("update, delete, truncate and message decode with their images") {
       CHECK(msg.change.Find("type")->text == "u");
       REQUIRE(msg.change.identity.size() == 1);
       CHECK(msg.change.identity[0].name == "id");
+      // The key kept its value: no old tuple, so no before image.
+      CHECK(msg.change.before.empty());
     } else if (msg.change.op == ChangeOp::kDelete) {
       saw_delete = true;
       CHECK(msg.change.columns.empty());
       CHECK(msg.change.identity.at(0).text == "8f6b9c1e-0000-4000-8000-000000000002");
+      // Without the catalog's columns, the before image is the old key.
+      REQUIRE(msg.change.before.size() == 1);
+      CHECK(msg.change.before[0].text == "8f6b9c1e-0000-4000-8000-000000000002");
+      CHECK(!msg.change.before[0].optional);
     } else if (msg.change.op == ChangeOp::kTruncate) {
       saw_truncate = true;
       CHECK(msg.change.table == "outbox");

@@ -5,11 +5,27 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
+#include "common/regex_limits.h"
 #include "config/connector_config.h"
+#include "config/relay_settings.h"
 #include "decode/wal2json_decoder.h"
+#include "transform/java_regex.h"
 
 using namespace walrelay;
+
+namespace {
+// Backslashes and quotes of a regex written into a JSON string.
+std::string JsonEscapeForTest(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
 
 // fuzz/corpus/config/router-all-keys.json: a named group in route.topic.replacement was taken
 // for a config reference and rejected ("unknown reference ${kind:...}"), so even Debezium's
@@ -62,4 +78,45 @@ TEST_CASE("deeply nested JSON is an error, not a stack overflow") {
   REQUIRE_FALSE(config.ok());
   CHECK(config.status().code() == ErrorCode::kConfig);
   CHECK_FALSE(ParseConnectorConfig("{\"database.hostname\": " + deep, "test").ok());
+}
+
+// fuzz/corpus/config/regression-regex-number-overflow.json: libstdc++'s std::regex reads the
+// number of a backreference or a `{n,m}` bound into a long without an overflow check, so
+// `table.include.list` entry `public\555...5.outbox` (39 digits) was undefined behaviour
+// (UBSan: signed integer overflow) while the config loaded. Oversized numbers are a config
+// error naming the key; ordinary bounds, `\0`, classes and escaped braces are unaffected.
+TEST_CASE("an oversized number in a configured regex is a config error, not an overflow") {
+  const std::string digits(39, '5');
+  const std::vector<std::string> oversized = {"public\\" + digits + ".outbox",
+                                              "public.outbox_x{" + digits + "}",
+                                              "public.outbox_x{1," + digits + "}", "public.x{10000}"};
+  for (const std::string& entry : oversized) {
+    CAPTURE(entry);
+    const Status checked = CheckRegexNumbers(entry, "table.include.list");
+    CHECK(checked.code() == ErrorCode::kConfig);
+    CHECK(checked.message().find("table.include.list") != std::string::npos);
+
+    auto config = ParseConnectorConfig(R"({"config": {"database.hostname": "h",
+      "database.user": "u", "database.dbname": "d", "topic.prefix": "p",
+      "kafka.bootstrap.servers": "k:9092", "table.include.list": ")" +
+                                           JsonEscapeForTest(entry) + R"("}})",
+                                       "test");
+    REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+    auto settings = ParseRelaySettings(*config);
+    REQUIRE_FALSE(settings.ok());
+    CHECK(settings.status().message().find("table.include.list") != std::string::npos);
+  }
+  const std::vector<std::string> accepted = {"public.outbox",           "public.x{2,9999}",
+                                             "public.x\\0" + digits,    "public.[{" + digits + "}]",
+                                             "public.x\\{" + digits + "\\}", "(a)\\1",
+                                             "public.x\\c{" + digits};
+  for (const std::string& fine : accepted) {
+    CAPTURE(fine);
+    CHECK(CheckRegexNumbers(fine, "table.include.list").ok());
+  }
+
+  auto route = TopicRegex::Compile("(.*){" + digits + "}", "$1", "route.topic.regex");
+  REQUIRE_FALSE(route.ok());
+  CHECK(route.status().message().find("route.topic.regex") != std::string::npos);
+  CHECK(TopicRegex::Compile("(.*){1,9999}", "$1", "route.topic.regex").ok());
 }

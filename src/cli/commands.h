@@ -29,6 +29,8 @@ enum ExitCode : int {
   kExitPublicationMissing = 17,
   kExitPublicationLacksTable = 18,
   kExitPublicationPrivilege = 19,
+  kExitFenced = 20,
+  kExitOffsetMismatch = 21,
 };
 
 int ExitCodeFor(const Status& status);

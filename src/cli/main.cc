@@ -51,6 +51,8 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kPublicationPrivilege: return kExitPublicationPrivilege;
     case ErrorCode::kKafkaAuthentication: return kExitKafkaAuthentication;
     case ErrorCode::kKafkaTls: return kExitKafkaTls;
+    case ErrorCode::kKafkaFenced: return kExitFenced;
+    case ErrorCode::kOffsetMismatch: return kExitOffsetMismatch;
   }
   return kExitInternal;
 }

@@ -33,7 +33,8 @@ int ValidateCommand(const std::string& config_path) {
   auto settings = ParseRelaySettings(*config);
   if (!settings.ok()) return Problem(settings.status());
   auto chain = TransformChain::Build(settings->properties,
-                                     {settings->topic_prefix, settings->dbname, settings->name});
+                                     {settings->topic_prefix, settings->dbname, settings->name,
+                                      settings->column_modes});
   if (!chain.ok()) return Problem(chain.status());
   Line("connector:", config->name);
   Line("transforms:", std::to_string(chain->size()));

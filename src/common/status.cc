@@ -27,6 +27,8 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kAuthentication: return "authentication error";
     case ErrorCode::kKafkaAuthentication: return "kafka authentication error";
     case ErrorCode::kKafkaTls: return "kafka TLS error";
+    case ErrorCode::kKafkaFenced: return "fenced";
+    case ErrorCode::kOffsetMismatch: return "stored offset mismatch";
   }
   return "error";
 }

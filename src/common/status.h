@@ -40,6 +40,10 @@ enum class ErrorCode {
   // Kafka refusing the producer itself, not one record: retrying cannot cure these.
   kKafkaAuthentication,  // SASL authentication failed (mechanism, username, password)
   kKafkaTls,             // TLS handshake failed (untrusted certificate either way, bad key)
+  // Exactly-once: another process initialised this relay's transactional.id and owns the slot.
+  kKafkaFenced,
+  // Exactly-once: the offsets topic holds a position of another server or slot.
+  kOffsetMismatch,
 };
 
 const char* ErrorCodeName(ErrorCode code);

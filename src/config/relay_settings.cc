@@ -12,15 +12,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "common/regex_limits.h"
+#include "convert/converters.h"
 #include "kafka/topic_name.h"
+#include "transform/connect_column.h"
 
 namespace walrelay {
 namespace {
 
 constexpr const char* kAcceptedWithoutEffect[] = {
-    "connector.class", "tasks.max", "snapshot.mode", "key.converter", "value.converter", "header.converter",
-    "key.converter.schemas.enable", "value.converter.schemas.enable", "tombstones.on.delete",
-    "time.precision.mode", "decimal.handling.mode", "binary.handling.mode", "max.batch.size",
+    "connector.class", "tasks.max", "snapshot.mode", "max.batch.size",
     "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
     "schema.include.list", "include.schema.changes", "database.server.name",
     "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms", "slot.max.retries",
@@ -204,6 +205,61 @@ Status CheckDurableProducer(const Properties& p, bool errors_tolerance_all) {
   return Status::Ok();
 }
 
+// exactly.once.support and its companions. Without exactly.once.support the companions are
+// ignored with a warning (a config written for Connect's workers may carry them); with it they
+// are checked.
+Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
+  if (!p.Get("exactly.once.support")) {
+    for (const char* key : {"transaction.boundary", "transaction.boundary.interval.ms",
+                            "transaction.boundary.max.records", "transaction.boundary.max.bytes",
+                            "offsets.storage.topic", "offsets.storage.partitions",
+                            "offsets.storage.replication.factor", "transactional.id"}) {
+      if (p.Get(key)) {
+        spdlog::warn("'{}' is ignored: 'exactly.once.support' is not set, the relay delivers at "
+                     "least once",
+                     key);
+      }
+    }
+    return Status::Ok();
+  }
+  auto support = p.GetEnum("exactly.once.support", "requested", {"requested", "required"});
+  if (!support.ok()) return support.status();
+  eos.support =
+      *support == "required" ? ExactlyOnceSupport::kRequired : ExactlyOnceSupport::kRequested;
+  auto boundary = p.GetEnum("transaction.boundary", "interval", {"interval", "source.commit"});
+  if (!boundary.ok()) return boundary.status();
+  eos.boundary.mode = *boundary == "source.commit" ? TransactionBoundaryMode::kEverySourceCommit
+                                                   : TransactionBoundaryMode::kGrouped;
+  auto interval = p.GetInt("transaction.boundary.interval.ms", 50, 1, 3600000);
+  if (!interval.ok()) return interval.status();
+  eos.boundary.interval = std::chrono::milliseconds(*interval);
+  auto max_records = p.GetInt("transaction.boundary.max.records", 0, 0, INT64_MAX);
+  if (!max_records.ok()) return max_records.status();
+  eos.boundary.max_records = *max_records;
+  auto max_bytes = p.GetInt("transaction.boundary.max.bytes", 0, 0, INT64_MAX);
+  if (!max_bytes.ok()) return max_bytes.status();
+  eos.boundary.max_bytes = *max_bytes;
+  auto topic = p.GetRequired("offsets.storage.topic");
+  if (!topic.ok()) {
+    return Status::Config("'offsets.storage.topic' is required with 'exactly.once.support': the "
+                          "topic where the relay stores its source position (Kafka Connect's "
+                          "is usually 'connect-offsets')");
+  }
+  eos.offsets_topic = *topic;
+  auto partitions = p.GetInt("offsets.storage.partitions", 1, 1, 10000);
+  if (!partitions.ok()) return partitions.status();
+  eos.offsets_partitions = static_cast<int32_t>(*partitions);
+  auto replication = p.GetInt("offsets.storage.replication.factor", -1, -1, 32767);
+  if (!replication.ok()) return replication.status();
+  if (*replication == 0) {
+    return Status::Config("'offsets.storage.replication.factor' is 0; use -1 (the broker's "
+                          "default) or a positive number of replicas");
+  }
+  eos.offsets_replication_factor = static_cast<int16_t>(*replication);
+  eos.transactional_id = p.Get("transactional.id").value_or("");
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool IsAcceptedWithoutEffect(const std::string& key) {
@@ -295,6 +351,11 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto progress = p.GetInt("log.progress.interval.ms", 60000, 0, 86400000);
   if (!progress.ok()) return progress.status();
   s.progress_interval_ms = *progress;
+
+  if (Status st = ParseExactlyOnce(p, s.exactly_once); !st.ok()) return st;
+  if (s.exactly_once.enabled() && s.exactly_once.transactional_id.empty()) {
+    s.exactly_once.transactional_id = "walrelay-" + s.name;
+  }
 
   if (auto cls = p.Get("connector.class");
       cls && *cls != "io.debezium.connector.postgresql.PostgresConnector") {
@@ -420,6 +481,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   s.table_include = p.GetList("table.include.list", {"public.outbox"});
   if (s.table_include.empty()) return Status::Config("'table.include.list' must name at least one table");
   for (const auto& t : s.table_include) {
+    WALRELAY_RETURN_IF_ERROR(CheckRegexNumbers(t, "table.include.list"));
     try {
       s.table_include_regex.emplace_back(t, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
@@ -429,6 +491,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   for (auto [key, target] : {std::pair{"message.prefix.include.list", &s.message_prefix_include},
                              std::pair{"message.prefix.exclude.list", &s.message_prefix_exclude}}) {
     for (const auto& pattern : p.GetList(key, {})) {
+      WALRELAY_RETURN_IF_ERROR(CheckRegexNumbers(pattern, key));
       try {
         target->emplace_back(pattern, std::regex::ECMAScript | std::regex::icase |
                                           std::regex::optimize);
@@ -480,6 +543,16 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   if (s.reconnect_backoff_max_ms < s.reconnect_backoff_initial_ms) {
     return Status::Config("'reconnect.backoff.max.ms' must not be below 'reconnect.backoff.initial.ms'");
   }
+  auto tombstones = p.GetBool("tombstones.on.delete", true);
+  if (!tombstones.ok()) return tombstones.status();
+  s.tombstones_on_delete = *tombstones;
+  // A converter that writes Connect schemas (convert/converters.h) makes Debezium's
+  // handling-mode defaults apply, since a schema must describe Debezium's values.
+  auto converters = Converters::Build(p);
+  if (!converters.ok()) return converters.status();
+  auto modes = ReadColumnModes(p, converters->WritesSchemas());
+  if (!modes.ok()) return modes.status();
+  s.column_modes = *modes;
   auto tolerance = p.GetEnum("errors.tolerance", "none", {"none", "all"});
   if (!tolerance.ok()) return tolerance.status();
   s.errors_tolerance_all = *tolerance == "all";
@@ -512,6 +585,15 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
       p.MarkRead(key);
       s.kafka[key.substr(6)] = value;
     }
+  }
+  if (s.exactly_once.enabled()) {
+    // A transactional producer (relay/exactly_once.h). librdkafka refuses a message timeout
+    // longer than the transaction timeout, and "forever" (0) among them: a record not delivered
+    // within the transaction's time aborts it, and the relay replays it in a new one.
+    s.kafka["transactional.id"] = s.exactly_once.transactional_id;
+    const std::string transaction_timeout =
+        s.kafka.count("transaction.timeout.ms") ? s.kafka["transaction.timeout.ms"] : "60000";
+    if (s.kafka["message.timeout.ms"] == "0") s.kafka["message.timeout.ms"] = transaction_timeout;
   }
   // librdkafka's own queue must hold whatever max.queue.size and max.queue.size.in.bytes let
   // into flight, or a full queue would refuse records the relay has room for; the relay

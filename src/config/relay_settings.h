@@ -12,6 +12,8 @@
 
 #include "common/status.h"
 #include "config/connector_config.h"
+#include "delivery/transaction_boundary.h"
+#include "transform/column_modes.h"
 
 namespace walrelay {
 
@@ -54,6 +56,21 @@ enum class PublicationMode {
   kDisabled,   // never create or change it; it must exist
   kFiltered,   // create it for table.include.list's tables, and keep it at that list
   kNoTables,   // create it without tables when missing; tables are added by hand
+};
+
+// exactly.once.support and the keys that go with it (docs/exactly-once.md). Parsed and
+// validated whenever present; `enabled` says whether the relay is asked to deliver exactly once.
+enum class ExactlyOnceSupport { kOff, kRequested, kRequired };
+
+struct ExactlyOnceSettings {
+  ExactlyOnceSupport support = ExactlyOnceSupport::kOff;  // unset: at least once
+  TransactionBoundaryLimits boundary;                     // transaction.boundary[.*]
+  std::string offsets_topic;                  // offsets.storage.topic
+  int32_t offsets_partitions = 1;             // offsets.storage.partitions
+  int16_t offsets_replication_factor = -1;    // offsets.storage.replication.factor; -1: broker's
+  std::string transactional_id;               // transactional.id; default walrelay-<name>
+
+  bool enabled() const { return support != ExactlyOnceSupport::kOff; }
 };
 
 struct RelaySettings {
@@ -107,6 +124,13 @@ struct RelaySettings {
   std::string dead_letter_topic;  // errors.deadletterqueue.topic.name; "" = none
   bool dead_letter_context_headers = true;
   int64_t errors_retry_timeout_ms = -1;  // -1 or 0 = retry retriable Kafka failures until delivered
+
+  // Change events (no transform or before one): `tombstones.on.delete` sends a null-value
+  // record with the delete's key after each delete; the handling modes render column values.
+  bool tombstones_on_delete = true;
+  ColumnModes column_modes;
+
+  ExactlyOnceSettings exactly_once;
 
   // librdkafka properties (the `kafka.` keys without the prefix, plus walrelay's defaults).
   std::map<std::string, std::string> kafka;

@@ -109,7 +109,8 @@ void TopicReader::HandleDeleter::operator()(rd_kafka_t* rk) const {
   rd_kafka_destroy(rk);
 }
 
-Result<std::unique_ptr<TopicReader>> TopicReader::Create(const std::string& bootstrap_servers) {
+Result<std::unique_ptr<TopicReader>> TopicReader::Create(const std::string& bootstrap_servers,
+                                                         IsolationLevel isolation) {
   static std::atomic<int> instance{0};
   // librdkafka only allows rd_kafka_assign() on a handle with a group.id. The group is never
   // joined (no subscribe) and nothing is committed; the unique name keeps it that way even if
@@ -124,6 +125,8 @@ Result<std::unique_ptr<TopicReader>> TopicReader::Create(const std::string& boot
       {"enable.auto.offset.store", "false"},
       {"enable.partition.eof", "false"},
       {"auto.offset.reset", "earliest"},
+      {"isolation.level",
+       isolation == IsolationLevel::kReadUncommitted ? "read_uncommitted" : "read_committed"},
       {"allow.auto.create.topics", "false"},
       // Tests wait on single records; the default 500 ms fetch wait would dominate them.
       {"fetch.wait.max.ms", "50"},

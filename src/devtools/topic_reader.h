@@ -39,9 +39,17 @@ struct ConsumedRecord {
   int64_t timestamp_ms = 0;  // -1 if the record has none
 };
 
+// What a reader sees of transactional producers' records (Kafka's isolation.level).
+// kReadCommitted, librdkafka's default and the default here, reads only committed
+// transactions and stops at the first open one; kReadUncommitted also reads the records of
+// aborted and still open transactions, as the Java client does by default.
+enum class IsolationLevel { kReadCommitted, kReadUncommitted };
+
 class TopicReader {
  public:
-  static Result<std::unique_ptr<TopicReader>> Create(const std::string& bootstrap_servers);
+  static Result<std::unique_ptr<TopicReader>> Create(
+      const std::string& bootstrap_servers,
+      IsolationLevel isolation = IsolationLevel::kReadCommitted);
 
   TopicReader(const TopicReader&) = delete;
   TopicReader& operator=(const TopicReader&) = delete;

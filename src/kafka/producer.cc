@@ -66,6 +66,13 @@ std::optional<Status> ClassifyProducerError(rd_kafka_t* rk, rd_kafka_resp_err_t 
   if (err == RD_KAFKA_RESP_ERR__FATAL) {
     char cause_text[512] = "";
     const rd_kafka_resp_err_t cause = rd_kafka_fatal_error(rk, cause_text, sizeof cause_text);
+    if (cause == RD_KAFKA_RESP_ERR__FENCED || cause == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
+      return Status(ErrorCode::kKafkaFenced,
+                    std::string("fenced: another process initialised this relay's Kafka "
+                                "transactional.id (a standby that took over the slot); this one "
+                                "commits nothing more and stops (") +
+                        cause_text + ")");
+    }
     return Status::Kafka(std::string("librdkafka fatal error ") + rd_kafka_err2name(cause) +
                          ": " + cause_text +
                          "; the producer cannot go on. With kafka.enable.idempotence=true (the "
@@ -368,6 +375,7 @@ void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
   if (m->err) ReportFatalErrorFirst(rk);
   DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {},
                         {}};
+  if (report.ticket == kNoReport) return;
   if (m->err) {
     std::string id;
     rd_kafka_headers_t* hdrs = nullptr;

@@ -28,6 +28,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <set>
@@ -63,6 +64,9 @@ class KafkaProducer {
   KafkaProducer(const KafkaProducer&) = delete;
   KafkaProducer& operator=(const KafkaProducer&) = delete;
 
+  // The ticket of a record whose delivery report is not passed on: a transactional record whose
+  // acknowledgement is its transaction's commit (an offset record).
+  static constexpr uint64_t kNoReport = UINT64_MAX;
   // Errors carry librdkafka's code in `error_code` when the caller needs to classify them.
   Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code = nullptr);
   // The largest value that fits message.max.bytes with room for dead-letter headers.
@@ -81,6 +85,10 @@ class KafkaProducer {
   const Status& failure() const { return failure_; }
   // Drops everything not yet delivered; their delivery reports arrive with a purge error.
   void PurgeAll();
+  // The librdkafka handle, for its transaction API (relay/exactly_once.h); the producer keeps
+  // ownership. Created with `transactional.id` among the properties, the producer is
+  // transactional and every Produce() must fall inside a transaction begun on this handle.
+  rd_kafka_t* native_handle() const { return rk_.get(); }
 
  private:
   class MetadataPrefetcher;

@@ -17,13 +17,16 @@ namespace {
 constexpr int kMessagesPerTurn = 512;
 
 // What error messages call the source of a record: "row of public.outbox" for a table, the
-// label itself for a logical decoding message (see MessageOrigin).
+// label itself for a logical decoding message (MessageOrigin in record.h).
 std::string OriginText(const std::string& origin) {
-  return origin.starts_with("logical decoding message") ? origin : "row of " + origin;
+  return origin.starts_with(kMessageOriginLead) ? origin : "row of " + origin;
 }
 
-std::string MessageOrigin(const std::string& prefix) {
-  return "logical decoding message with prefix '" + prefix + "'";
+// walrelay_records_failed_total's stage label for Kafka Connect's stage name.
+std::string FailedStageLabel(const std::string& stage) {
+  if (stage == "TRANSFORMATION") return "transform";
+  if (stage.ends_with("_CONVERTER")) return "convert";
+  return "produce";
 }
 
 int64_t NowMillis() {
@@ -74,6 +77,9 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
                    return decoder ? decoder->StartReplicationOptions(server_version)
                                   : std::string();
                  },
+                 [this](const SourceIdentity& server, Lsn slot_position) {
+                   return guarantee_->StartPosition(server, slot_position);
+                 },
                  io),
       pg_socket_(io),
       kafka_events_(io),
@@ -84,10 +90,12 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       receive_watch_(io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
                      [this](const Status& silent) { ConnectionLost(silent); }),
       progress_timer_(io),
-      caught_up_timer_(io) {
+      caught_up_timer_(io),
+      boundary_timer_(io) {
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
+  source_context_.modes = settings_.column_modes;
   // With a regex table.include.list (wal2json) or a publication of more tables (pgoutput) the
   // stream carries other tables: their rows are skipped before their columns are decoded, so
   // they cannot fail the relay.
@@ -105,6 +113,13 @@ Status Relay::Run() {
     spdlog::error("{}", decoder_status_.ToString());
     return decoder_status_;
   }
+  auto converters = Converters::Build(settings_.properties);
+  if (!converters.ok()) {
+    spdlog::error("{}", converters.status().ToString());
+    return converters.status();
+  }
+  converters_.emplace(std::move(converters).value());
+  converters_->KeepNumberText(settings_.column_modes.decimal == DecimalMode::kNative);
   auto chain = TransformChain::Build(settings_.properties, source_context_);
   if (!chain.ok()) {
     spdlog::error("{}", chain.status().ToString());
@@ -123,6 +138,7 @@ Status Relay::Run() {
     return producer.status();
   }
   producer_ = std::move(producer).value();
+  guarantee_ = MakeDeliveryGuarantee(settings_, *producer_, counters_);
   // Asio owns and closes the descriptor it is given: give it a copy of the producer's.
   const int kafka_event_fd = dup(producer_->event_fd());
   if (kafka_event_fd < 0) {
@@ -147,6 +163,12 @@ Status Relay::Run() {
 
 void Relay::TryConnect() {
   if (stopping_) return;
+  // The next stream replays from what is confirmable: what the last one left open in Kafka is
+  // committed if it holds whole source transactions, else dropped.
+  if (Status ended = AfterGuarantee(guarantee_->EndStream(held_.empty()));
+      !ended.ok() && ended.code() != ErrorCode::kConnection) {
+    return Fail(ended);
+  }
   ConnectPlan plan;
   plan.streamed_before = ever_streamed_;
   plan.last_confirmed = std::max(last_sent_flush_, slot_floor_);
@@ -185,14 +207,15 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
   if (ever_streamed_) ++counters_.reconnects;
   ever_streamed_ = true;
   if (paused_) spdlog::info("connected while paused; streaming starts on resume");
-  confirmed_lsn_ = std::max(tracker_.confirmable(), slot_floor_).value();
+  confirmed_lsn_ = std::max(Confirmable(), slot_floor_).value();
   if (before == RelayState::kStandby) spdlog::info("took over slot '{}'", settings_.slot_name);
   receive_watch_.Start(conn_->socket());
   Pump();
 }
 
 void Relay::AdoptSlotPosition(const SourceSession& session) {
-  const Lsn slot = session.slot_position;
+  // Past the slot's position when the guarantee skips what Kafka holds already.
+  const Lsn slot = std::max(session.slot_position, session.start_position);
   const Lsn last_confirmed = std::max(last_sent_flush_, slot_floor_);
   // The server never streams below the slot: a flush below it would only be stale.
   slot_floor_ = slot;
@@ -215,9 +238,11 @@ void Relay::AdoptSlotPosition(const SourceSession& session) {
                  slot.ToString());
     tracker_.Rebase(slot);
   } else if (slot > tracker_.confirmable()) {
-    spdlog::warn("replication slot '{}' is at LSN {}, past LSN {} this relay can confirm (moved "
-                 "by another process); the relay continues from the slot's position",
-                 settings_.slot_name, slot.ToString(), tracker_.confirmable().ToString());
+    if (session.start_position <= session.slot_position) {
+      spdlog::warn("replication slot '{}' is at LSN {}, past LSN {} this relay can confirm "
+                   "(moved by another process); the relay continues from the slot's position",
+                   settings_.slot_name, slot.ToString(), tracker_.confirmable().ToString());
+    }
     tracker_.Rebase(slot);
   } else {
     // Records still in flight stay tracked; the server replays from the slot's position, so
@@ -318,7 +343,8 @@ void Relay::Pump() {
       return OnStreamError(Status::Connection("the server ended the replication stream"));
     }
     if (*read == ReplicationConnection::ReadStatus::kWouldBlock) return WaitForSocket();
-    if (Status st = HandleMessage(message); !st.ok()) return Fail(st);
+    // kConnection: an aborted Kafka transaction, replayed by reconnecting.
+    if (Status st = HandleMessage(message); !st.ok()) return OnStreamError(st);
   }
   producer_->Poll();
   pump_scheduled_ = true;
@@ -390,7 +416,7 @@ void Relay::LogProgress() {
                "LSN {}, {} in flight, {}",
                static_cast<double>(read - progress_last_read_) / seconds,
                static_cast<double>(acked - progress_last_acked_) / seconds,
-               ReplicationLagSeconds(), tracker_.confirmable().ToString(),
+               ReplicationLagSeconds(), Confirmable().ToString(),
                tracker_.inflight_records(), state);
   progress_last_read_ = read;
   progress_last_acked_ = acked;
@@ -423,14 +449,51 @@ void Relay::WarnIfStalled() {
                settings_.errors_retry_timeout_ms > 0
                    ? std::to_string(settings_.errors_retry_timeout_ms) + " ms"
                    : std::string("-1: forever"),
-               tracker_.confirmable().ToString());
+               Confirmable().ToString());
+}
+
+Lsn Relay::Confirmable() const {
+  return guarantee_ ? guarantee_->Confirmable(tracker_.confirmable()) : tracker_.confirmable();
+}
+
+Status Relay::AfterGuarantee(Status outcome) {
+  if (guarantee_->TakeDropped()) DropAborted();
+  return outcome;
+}
+
+void Relay::DropAborted() {
+  // Their delivery reports were served during the abort; held records were never produced.
+  for (const HeldRecord& held : held_) tracker_.Acknowledge(held.ticket);
+  held_.clear();
+  for (const auto& [ticket, _] : inflight_info_) tracker_.Acknowledge(ticket);
+  inflight_info_.clear();
+  tracker_.Rebase(Confirmable());
+}
+
+void Relay::ArmBoundaryTimer() {
+  const auto deadline = guarantee_->TickDeadline();
+  if (!deadline || boundary_timer_armed_ || finished_) return;
+  boundary_timer_armed_ = true;
+  // Not sooner than a few milliseconds: a due transaction may have to wait for the end of its
+  // source transaction or for held records, and the timer must not spin meanwhile.
+  boundary_timer_.expires_at(
+      std::max(*deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
+  boundary_timer_.async_wait([this](const boost::system::error_code& ec) {
+    boundary_timer_armed_ = false;
+    if (ec || finished_ || stopping_) return;
+    if (Status ticked = AfterGuarantee(guarantee_->Tick(held_.empty())); !ticked.ok()) {
+      return OnStreamError(ticked);
+    }
+    ConfirmWhenCaughtUp();
+    ArmBoundaryTimer();
+  });
 }
 
 void Relay::SendStatus(bool reply_requested) {
   if (!conn_) return;
   // Never below the slot's position as read at connect: the server has that already, and a
   // lower value would come from an older ledger (a standby that lost a race, another server).
-  const Lsn flush = std::max(tracker_.confirmable(), slot_floor_);
+  const Lsn flush = std::max(Confirmable(), slot_floor_);
   const Lsn write = std::max(received_lsn_, flush);
   if (Status st = conn_->SendStandbyStatus(write, flush, reply_requested); !st.ok()) {
     return OnStreamError(st);
@@ -448,7 +511,7 @@ void Relay::ConfirmWhenCaughtUp() {
   // monitoring of it, is current whenever the relay has caught up. A short delay folds a
   // run of small transactions into one status update.
   if (caught_up_armed_ || tracker_.inflight_records() != 0 || !conn_ ||
-      tracker_.confirmable() == last_sent_flush_) {
+      Confirmable() == last_sent_flush_) {
     return;
   }
   caught_up_armed_ = true;
@@ -468,6 +531,7 @@ Status Relay::HandleMessage(std::string_view message) {
     // Everything committed before walEnd has been streamed already; while nothing is in flight
     // that position is safe to confirm, so an idle outbox does not pin WAL.
     tracker_.ServerPosition(keepalive->wal_end);
+    guarantee_->ServerPosition(keepalive->wal_end);
     if (keepalive->reply_requested) SendStatus();
     return Status::Ok();
   }
@@ -488,10 +552,14 @@ Status Relay::HandleDecoded(const DecodedMessage& decoded) {
   switch (decoded.kind) {
     case MessageKind::kBegin:
       tracker_.BeginTransaction();
+      guarantee_->SourceBegan();
       current_txn_ = decoded.begin;
       return Status::Ok();
     case MessageKind::kCommit:
       tracker_.CommitTransaction(decoded.commit.end_lsn);
+      WALRELAY_RETURN_IF_ERROR(
+          AfterGuarantee(guarantee_->SourceCommitted(decoded.commit, held_.empty())));
+      ArmBoundaryTimer();  // a Kafka transaction left open is due by its interval
       ConfirmWhenCaughtUp();
       return Status::Ok();
     case MessageKind::kMessage:
@@ -531,12 +599,16 @@ Status Relay::HandleChange(const RowChange& change) {
   const SourceTable& source = LookupTable(change.schema, change.table);
   if (!source.included) return Status::Ok();
   ++*source.read_counter;
-  return RelayRecord(MakeSourceRecord(change, source_context_), source.qualified, [&] {
+  Status relayed = RelayRecord(MakeSourceRecord(change, source_context_), source.qualified, [&] {
     // The dead letter carries the row as the change event it came in as.
     Record original = MakeSourceRecord(change, source_context_);
     original.value = SerializeChangeEvent(change, source_context_, NowMillis());
     return original;
   });
+  if (!relayed.ok() || change.op != ChangeOp::kDelete || !settings_.tombstones_on_delete)
+    return relayed;
+  return RelayRecord(MakeTombstoneRecord(change, source_context_), source.qualified,
+                     [&] { return MakeTombstoneRecord(change, source_context_); });
 }
 
 Status Relay::HandleLogicalMessage(const LogicalMessage& message) {
@@ -578,16 +650,39 @@ Status Relay::RelayRecord(Record record, const std::string& origin,
   }
   if (*outcome == TransformOutcome::kDrop) return Status::Ok();
   if (record.change) {
-    record.value = SerializeChangeEvent(*record.change, source_context_, NowMillis());
+    if (!record.source.tombstone)
+      record.value = SerializeChangeEvent(*record.change, source_context_, NowMillis());
+    SetChangeEventShapes(record);
     record.change = nullptr;
   }
   record.message = nullptr;
+  if (auto failure = converters_->Apply(record)) {
+    // The dead letter keeps walrelay's own bytes: the record as it was before conversion.
+    FailureContext context{failure->stage, failure->class_name,
+                           "org.apache.kafka.connect.errors.DataException",
+                           failure->status.message(), settings_.name, record.source.lsn, origin};
+    return ApplyErrorPolicy(record, context, failure->status, std::nullopt);
+  }
   return Produce(record, origin);
+}
+
+void Relay::SetChangeEventShapes(Record& record) const {
+  // Structs, described by Debezium's schemas; a tombstone has none. The schemas are only
+  // built when a converter writes them: otherwise only their absence matters (a null key).
+  const bool schemas = converters_->WritesSchemas();
+  record.key_shape = ConnectShape{
+      ConnectType::kStruct, schemas ? ChangeEventKeySchemaJson(*record.change, source_context_) : ""};
+  record.value_shape = ConnectShape{
+      ConnectType::kStruct, schemas && !record.source.tombstone
+                                ? ChangeEventSchemaJson(*record.change, source_context_)
+                                : ""};
 }
 
 Status Relay::Produce(Record& record, const std::string& table) {
   const size_t bytes = record.topic.size() + (record.key ? record.key->size() : 0) +
                        (record.value ? record.value->size() : 0);
+  WALRELAY_RETURN_IF_ERROR(AfterGuarantee(guarantee_->BeforeRecord(bytes)));
+  ArmBoundaryTimer();
   const uint64_t ticket = tracker_.AddRecord(record.source.lsn, bytes, table);
   if (!last_topic_ || record.topic != last_topic_->first)
     last_topic_ = &*counters_.acked.try_emplace(record.topic).first;
@@ -620,7 +715,7 @@ Status Relay::StopAt(std::optional<uint64_t> ticket, Status error) {
 
 Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failure, Status error,
                                std::optional<uint64_t> ticket) {
-  ++counters_.failed[failure.stage == "TRANSFORMATION" ? "transform" : "produce"];
+  ++counters_.failed[FailedStageLabel(failure.stage)];
   if (!settings_.errors_tolerance_all) return StopAt(ticket, std::move(error));
   if (settings_.dead_letter_topic.empty()) {
     // Kafka Connect's errors.tolerance=all without a dead-letter queue: log and skip.
@@ -640,6 +735,11 @@ Status Relay::ApplyErrorPolicy(const Record& record, const FailureContext& failu
                settings_.dead_letter_topic, error.message());
   // The dead letter takes the failed record's place in the ledger, so the row's LSN is
   // confirmed only once the dead letter is acknowledged.
+  if (!ticket) {
+    WALRELAY_RETURN_IF_ERROR(
+        AfterGuarantee(guarantee_->BeforeRecord(dead.value ? dead.value->size() : 0)));
+    ArmBoundaryTimer();
+  }
   const uint64_t dead_ticket =
       ticket ? *ticket : tracker_.AddRecord(failure.lsn, dead.value ? dead.value->size() : 0,
                                             failure.table);
@@ -713,6 +813,12 @@ bool Relay::SendHeld() {
 }
 
 void Relay::OnDelivery(const DeliveryReport& report) {
+  if (guarantee_->Discarding()) {
+    // Served inside an abort: the record is in no transaction anyone will read.
+    tracker_.Acknowledge(report.ticket);
+    inflight_info_.erase(report.ticket);
+    return;
+  }
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     OnAcknowledged(report.ticket);
   } else if (IsShutdownPurge(report.error)) {
@@ -747,6 +853,17 @@ bool Relay::IsShutdownPurge(rd_kafka_resp_err_t error) const {
 
 void Relay::OnRefused(const DeliveryReport& report) {
   const std::string reason = report.description + ": " + DeliveryErrorText(report.error);
+  if (!guarantee_->RefusalsFollowErrorPolicy()) {
+    // The record's transaction cannot commit any more: it is aborted and replayed, and the
+    // record with it, as after a lost connection.
+    ++counters_.failed["produce"];
+    tracker_.Acknowledge(report.ticket);
+    inflight_info_.erase(report.ticket);
+    // Not after a failure of the whole producer (a fence): the relay is stopping for that.
+    if (state_ == RelayState::kStreaming && !stopping_ && final_status_.ok())
+      OnStreamError(Status::Connection("Kafka did not accept " + reason));
+    return;
+  }
   const std::optional<DeliveryTracker::Source> source = tracker_.SourceOf(report.ticket);
   const bool dead_letter_failed =
       !settings_.dead_letter_topic.empty() && report.failed.topic == settings_.dead_letter_topic;
@@ -770,7 +887,7 @@ void Relay::OnRefused(const DeliveryReport& report) {
 
 Status Relay::StaysConfirmedBefore(Lsn row_lsn, const std::string& what) const {
   return Status::Kafka(what + "; the row is at LSN " + row_lsn.ToString() +
-                       "; the slot stays confirmed at " + tracker_.confirmable().ToString() +
+                       "; the slot stays confirmed at " + Confirmable().ToString() +
                        " so it is sent again after a restart");
 }
 
@@ -790,7 +907,7 @@ void Relay::OnProducerFailure(const Status& failure) {
 std::string Relay::SlotStaysConfirmed() const {
   if (!tracker_initialised_) return "";
   return "; slot '" + settings_.slot_name + "' stays confirmed at LSN " +
-         tracker_.confirmable().ToString() + ", only what Kafka acknowledged";
+         Confirmable().ToString() + ", only what Kafka acknowledged";
 }
 
 void Relay::SchedulePump() {
@@ -866,6 +983,14 @@ void Relay::RecordFailure(Status status) {
 
 void Relay::BeginShutdown() {
   if (stopping_ || finished_) return;
+  // Before stopping_: delivery reports served while a commit flushes must not finish the stop
+  // from inside it.
+  if (guarantee_) {
+    if (Status ended = AfterGuarantee(guarantee_->EndStream(held_.empty()));
+        !ended.ok() && ended.code() != ErrorCode::kConnection) {
+      RecordFailure(ended);
+    }
+  }
   stopping_ = true;
   state_ = RelayState::kStopping;
   connect_timer_.cancel();
@@ -893,7 +1018,7 @@ void Relay::DropSlotOnStop() {
                  "{} so they are sent again on the next start (drop it by hand if they are not "
                  "needed)",
                  settings_.slot_name, tracker_.inflight_records(), settings_.shutdown_timeout_ms,
-                 tracker_.confirmable().ToString());
+                 Confirmable().ToString());
     return;
   }
   if (Status st = conn_->DropSlot(settings_.slot_name); !st.ok()) {
@@ -915,7 +1040,7 @@ void Relay::FinishShutdown() {
   }
   if (tracker_initialised_) {
     spdlog::info("stopped; slot '{}' confirmed up to LSN {}", settings_.slot_name,
-                 tracker_.confirmable().ToString());
+                 Confirmable().ToString());
   } else {
     spdlog::info("stopped before streaming slot '{}'", settings_.slot_name);
   }
@@ -928,6 +1053,7 @@ void Relay::FinishShutdown() {
   receive_watch_.Stop();
   progress_timer_.cancel();
   caught_up_timer_.cancel();
+  boundary_timer_.cancel();
   kafka_events_.cancel(ignored);
   kafka_events_.close(ignored);
   CloseConnection();

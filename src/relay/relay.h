@@ -31,6 +31,12 @@
 // drops the replication connection and reconnects at once, as after a lost connection; records
 // in flight stay tracked. The observers and counters below feed /metrics and /healthz.
 //
+// What counts as delivered is the guarantee's (relay/delivery_guarantee.h): at least once by
+// default, exactly once (Kafka transactions, relay/exactly_once.h) with exactly.once.support.
+// The relay calls it at each source transaction's begin and commit, before each record, when
+// a stream ends and on its boundary timer; the flush LSN is the ledger's confirmable position
+// as the guarantee caps it.
+//
 // Status updates go every status.update.interval.ms, and also as soon as the relay has caught
 // up (nothing in flight) after the confirmable position moved.
 //
@@ -57,12 +63,14 @@
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
+#include "convert/converters.h"
 #include "decode/decoder.h"
 #include "kafka/dead_letter.h"
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
 #include "pg/source_catalog.h"
+#include "relay/delivery_guarantee.h"
 #include "relay/receive_watch.h"
 #include "relay/source_connector.h"
 #include "status/metrics.h"
@@ -149,6 +157,8 @@ class Relay {
   // policy when the chain fails.
   Status RelayRecord(Record record, const std::string& origin,
                      const std::function<Record()>& original);
+  // A change event's Connect shapes (its value and primary-key key), for the converters.
+  void SetChangeEventShapes(Record& record) const;
   Status Produce(Record& record, const std::string& table);
   // Hands a record, registered in the ledger as `ticket`, to the producer; a record that does
   // not fit librdkafka's queue is held (OK is returned) and sent again by Pump.
@@ -182,6 +192,16 @@ class Relay {
   void OnProducerFailure(const Status& failure);
   // Warns when the oldest record in flight has waited a whole progress interval.
   void WarnIfStalled();
+  // What may be confirmed to the slot: the ledger's position as the guarantee caps it.
+  Lsn Confirmable() const;
+  // Passes a guarantee call's outcome on, after forgetting the records of a Kafka transaction
+  // it aborted (DropAborted).
+  Status AfterGuarantee(Status outcome);
+  // The records of an aborted Kafka transaction never become visible: they leave the ledger,
+  // which is rebased on what is confirmable, and the stream replays their source transactions.
+  void DropAborted();
+  // Commits an idle Kafka transaction when its boundary interval has passed.
+  void ArmBoundaryTimer();
   void SendStatus(bool reply_requested = false);
   void ConfirmWhenCaughtUp();
   bool Backpressured() const;
@@ -211,7 +231,9 @@ class Relay {
   // The walsender of the connection Restart() closed, which may hold the slot a moment longer.
   std::optional<int> restart_walsender_pid_;
   std::unique_ptr<KafkaProducer> producer_;
+  std::unique_ptr<DeliveryGuarantee> guarantee_;  // set with producer_
   std::optional<TransformChain> chain_;
+  std::optional<Converters> converters_;  // after the chain, before Produce
   SourceContext source_context_;
   DeliveryTracker tracker_;
   // Records librdkafka refused with QUEUE_FULL, in stream order; while any is held the relay
@@ -228,6 +250,8 @@ class Relay {
   ReceiveWatch receive_watch_;
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer caught_up_timer_;
+  boost::asio::steady_timer boundary_timer_;
+  bool boundary_timer_armed_ = false;
   bool caught_up_armed_ = false;
   static constexpr int kCaughtUpStatusDelayMs = 2;
 

@@ -21,8 +21,11 @@ std::string SourceIdentity::ToString() const {
 }
 
 SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                                 boost::asio::io_context& io)
-    : settings_(settings), start_options_(std::move(start_options)), io_(io) {}
+                                 StartPosition start_position, boost::asio::io_context& io)
+    : settings_(settings),
+      start_options_(std::move(start_options)),
+      start_position_(std::move(start_position)),
+      io_(io) {}
 
 SourceConnector::~SourceConnector() { Cancel(); }
 
@@ -97,7 +100,12 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   auto catalog = ReadCatalogSnapshot(*conn, settings_);
   if (!catalog.ok()) return catalog.status();
   session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
-  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, Lsn(),
+  if (start_position_) {
+    auto start = start_position_(session.identity, session.slot_position);
+    if (!start.ok()) return start.status();
+    session.start_position = *start;
+  }
+  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, session.start_position,
                                                   start_options_(report.server.server_version)));
   conn->ForgetCancelFlag();
   session.connection.emplace(std::move(conn).value());

@@ -17,6 +17,11 @@
 // that LSN, unless slot.recreate.when.missing allows creating it again (then
 // SourceSession::slot_recreated says so, for the relay to report the range at risk).
 //
+// Where the stream starts: START_REPLICATION names the LSN the StartPosition hook returns (on
+// the worker thread, once the slot is known to be free and before it is taken), or the slot's
+// own position when there is no hook. PostgreSQL streams only the transactions that commit
+// after that LSN, so a hook may skip what is delivered already (relay/delivery_guarantee.h).
+//
 // A slot held by the walsender of this relay's own previous connection (after Restart()) is
 // asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
 // held by anyone else is kSlotInUse at once (the relay waits as a standby).
@@ -62,6 +67,8 @@ struct SourceSession {
   // The slot's confirmed_flush_lsn as read before START_REPLICATION, or the consistent point
   // of the slot just created: the server streams from here and never below it.
   Lsn slot_position;
+  // The LSN START_REPLICATION named (Lsn() for the slot's position), from the StartPosition hook.
+  Lsn start_position;
   bool slot_created = false;
   bool slot_recreated = false;  // created again after the relay had streamed from it
   // The included tables' keys, columns and types as the catalog had them at this connect.
@@ -75,8 +82,11 @@ class SourceConnector {
   // The decoder's START_REPLICATION options for a server version
   // (Decoder::StartReplicationOptions); called on the worker thread.
   using StartOptions = std::function<std::string(int server_version)>;
+  // The LSN to stream from, given the server and the slot's position; called on the worker
+  // thread. An error fails the attempt.
+  using StartPosition = std::function<Result<Lsn>(const SourceIdentity& server, Lsn slot_position)>;
   SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                  boost::asio::io_context& io);
+                  StartPosition start_position, boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
   SourceConnector& operator=(const SourceConnector&) = delete;
@@ -92,6 +102,7 @@ class SourceConnector {
 
   RelaySettings settings_;
   StartOptions start_options_;
+  StartPosition start_position_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.

@@ -274,8 +274,8 @@ HttpResponse RestApi::Metrics() const {
              "Records Kafka acknowledged, by topic (dead letters under their topic).", "topic",
              c.acked, known_topics);
   m.PerLabel("walrelay_records_failed_total", "counter",
-             "Records whose transform or Kafka delivery failed, by stage.", "stage", c.failed,
-             {"transform", "produce"});
+             "Records whose transform, conversion or Kafka delivery failed, by stage.", "stage",
+             c.failed, {"transform", "convert", "produce"});
   m.Single("walrelay_dlq_records_total", "counter",
            "Records sent to the dead-letter topic (errors.deadletterqueue.topic.name).",
            c.dead_letters);
@@ -288,6 +288,12 @@ HttpResponse RestApi::Metrics() const {
            "Times the replication slot had vanished and was created again "
            "(slot.recreate.when.missing); rows in between may be missing.",
            c.slots_recreated);
+  if (relay_.settings().exactly_once.enabled()) {
+    m.PerLabel("walrelay_kafka_transactions_total", "counter",
+               "Kafka transactions (exactly.once.support) by outcome: committed, or aborted and "
+               "replayed.",
+               "outcome", c.kafka_transactions, {"committed", "aborted"});
+  }
   m.Single("walrelay_confirmed_flush_lsn", "gauge",
            "LSN last confirmed to PostgreSQL (the slot's confirmed_flush_lsn), as an integer.",
            relay_.confirmed_lsn().value());

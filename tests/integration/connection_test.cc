@@ -381,3 +381,43 @@ TEST_CASE("a setup query that hangs is cancelled after database.query.timeout.ms
                 Log(fx));
   CHECK(Log(fx).find("giving up after 0 retries (errors.max.retries)") != std::string::npos);
 }
+
+TEST_CASE("START_REPLICATION past the slot's position skips the transactions committed before it") {
+  // Exactly-once delivery starts the stream at the commit LSN stored in Kafka when the slot
+  // lags behind it (docs/exactly-once.md): the server must leave out exactly the transactions
+  // whose commit end LSN is at or below that position, and send every later one.
+  RelayFixture fx;
+  fx.Exec("CREATE TABLE public.eos_skip (id int primary key)");
+  fx.Exec("SELECT pg_create_logical_replication_slot('eos_skip', 'test_decoding')");
+  for (int id = 1; id <= 3; ++id) fx.Exec("INSERT INTO public.eos_skip VALUES (" + std::to_string(id) + ")");
+  // The SQL interface reports a commit at its end LSN, the position a relay confirms.
+  auto second_commit = Lsn::Parse(fx.Value(
+      "SELECT lsn::text FROM pg_logical_slot_peek_changes('eos_skip', NULL, NULL) "
+      "WHERE data LIKE 'COMMIT%' ORDER BY lsn OFFSET 1 LIMIT 1"));
+  REQUIRE(second_commit.ok());
+
+  const RelaySettings settings = Settings(fx, "eos_skip", {});
+  auto conn = ReplicationConnection::Connect(settings);
+  REQUIRE_MESSAGE(conn.ok(), conn.status().ToString());
+  REQUIRE(conn->StartReplication("eos_skip", *second_commit, "\"skip-empty-xacts\" '1'").ok());
+  std::string decoded;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (decoded.find("id[integer]:3") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::string_view message;
+    auto read = conn->ReadMessage(message);
+    REQUIRE_MESSAGE(read.ok(), read.status().ToString());
+    if (*read == ReplicationConnection::ReadStatus::kWouldBlock) {
+      pollfd fd{conn->socket(), POLLIN, 0};
+      ::poll(&fd, 1, 100);
+      REQUIRE(conn->ConsumeInput().ok());
+      continue;
+    }
+    REQUIRE(*read == ReplicationConnection::ReadStatus::kMessage);
+    // XLogData: 'w', start, end, send time (8 bytes each), then the plugin's text.
+    if (!message.empty() && message[0] == 'w') decoded += std::string(message.substr(25)) + "\n";
+  }
+  CHECK_MESSAGE(decoded.find("id[integer]:3") != std::string::npos, decoded);
+  CHECK_MESSAGE(decoded.find("id[integer]:1") == std::string::npos, decoded);
+  CHECK_MESSAGE(decoded.find("id[integer]:2") == std::string::npos, decoded);
+}

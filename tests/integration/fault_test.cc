@@ -653,3 +653,69 @@ TEST_CASE("bounded memory: a large backlog through a slow broker stays under 64 
   CHECK(peak_kib > 0);
   CHECK(peak_kib < 64 * 1024);
 }
+
+// Converters run after the transform chain (convert/converters.h).
+TEST_CASE("converters: the configured classes write key, value and headers") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig(
+      "converted", {{"key.converter", "org.apache.kafka.connect.json.JsonConverter"},
+                    {"key.converter.schemas.enable", "false"},
+                    {"value.converter", "org.apache.kafka.connect.storage.StringConverter"},
+                    {"header.converter", "org.apache.kafka.connect.json.JsonConverter"},
+                    {"header.converter.schemas.enable", "false"}}));
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+          "('00000000-0000-4000-8000-0000000000c1', 'Order', 'k\"1', 'T', '{\"a\": \"😀\"}')");
+  auto records = ReadAll(fx, {"outbox.event.Order"}, 1);
+  REQUIRE_MESSAGE(records.size() == 1, Log(fx));
+  CHECK(records[0].key == "\"k\\\"1\"");
+  CHECK(records[0].value == "{\"a\": \"😀\"}");
+  CHECK(HeaderValue(records[0], "id") == "\"00000000-0000-4000-8000-0000000000c1\"");
+}
+
+TEST_CASE("converters: a record the converter cannot write stops the relay (none) or is "
+          "dead-lettered with walrelay's bytes (all)") {
+  RelayFixture fx;
+  {
+    auto unknown = fx.SpawnRelay(fx.WriteConfig(
+        "avro", {{"value.converter", "io.confluent.connect.avro.AvroConverter"}}));
+    auto code = unknown->Wait(std::chrono::seconds(20));
+    REQUIRE(code.ok());
+    CHECK(*code == 2);
+    CHECK(Log(fx).find("'value.converter' is 'io.confluent.connect.avro.AvroConverter'") !=
+          std::string::npos);
+  }
+  auto insert = [](const std::string& id) {
+    return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+           "('00000000-0000-4000-8000-0000000000" + id + "', 'Order', 'k2', 'T', '{\"n\": 2}')";
+  };
+  {
+    auto relay = fx.StartRelay(fx.WriteConfig(
+        "bytesnone", {{"value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter"}}));
+    const Lsn before = fx.CurrentWal();
+    fx.Exec(insert("c2"));
+    auto code = relay->Wait(std::chrono::seconds(20));
+    REQUIRE_MESSAGE(code.ok(), "the relay kept running:\n" << Log(fx));
+    CHECK(*code == 6);
+    const std::string log = Log(fx);
+    CHECK_MESSAGE(log.find("'value.converter' (org.apache.kafka.connect.converters.ByteArrayConverter) "
+                           "cannot write the value of a record for topic 'outbox.event.Order' "
+                           "(table public.outbox, LSN ") != std::string::npos, log);
+    CHECK(fx.ConfirmedFlush("bytesnone") <= before);
+  }
+  auto relay = fx.StartRelay(fx.WriteConfig(
+      "bytesall", {{"value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter"},
+                   {"key.converter", "org.apache.kafka.connect.json.JsonConverter"},
+                   {"errors.tolerance", "all"},
+                   {"errors.deadletterqueue.topic.name", "walrelay-dlq"}}));
+  fx.Exec(insert("c3"));
+  const Lsn end = fx.CurrentWal();
+  auto dead = ReadAll(fx, {"walrelay-dlq"}, 1);
+  REQUIRE_MESSAGE(dead.size() == 1, Log(fx));
+  CHECK(HeaderValue(dead[0], "__connect.errors.stage") == "VALUE_CONVERTER");
+  CHECK(HeaderValue(dead[0], "__connect.errors.class.name") ==
+        "org.apache.kafka.connect.converters.ByteArrayConverter");
+  CHECK(dead[0].value == "{\"n\": 2}");  // walrelay's own bytes, not converted
+  CHECK(dead[0].key == "k2");
+  CHECK(fx.WaitConfirmed("bytesall", end, std::chrono::seconds(20)) >= end);
+  CHECK(relay->Running());
+}

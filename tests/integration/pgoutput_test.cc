@@ -210,13 +210,16 @@ std::vector<ConsumedRecord> ReadUntilQuiet(devtools::TopicReader& reader,
   return std::move(records).value();
 }
 
-// A record as text, for comparing: everything a consumer sees. The envelope's top-level ts_ms
-// is the time the relay wrote the event (Debezium's too), so it differs between any two runs
-// and is set to 0; source.ts_ms and the record's timestamp are the commit time and compared.
+// A record as text, for comparing: everything a consumer sees. The envelope's top-level
+// ts_ms/ts_us/ts_ns are the time the relay wrote the event (Debezium's too), so they differ
+// between any two runs and are set to 0; source.ts_ms and the record's timestamp are the
+// commit time and compared.
 std::string Describe(const ConsumedRecord& r) {
   std::string value = r.value.value_or("(null)");
-  static const std::regex kProcessingTime("\"ts_ms\":[0-9]+\\}$");
-  if (r.topic.starts_with("itest.")) value = std::regex_replace(value, kProcessingTime, "\"ts_ms\":0}");
+  static const std::regex kProcessingTime(
+      "\"ts_ms\":[0-9]+,\"ts_us\":[0-9]+,\"ts_ns\":[0-9]+\\}$");
+  if (r.topic.starts_with("itest."))
+    value = std::regex_replace(value, kProcessingTime, "\"ts_ms\":0,\"ts_us\":0,\"ts_ns\":0}");
   std::string text = r.topic + "/" + std::to_string(r.partition) + " key=" +
                      r.key.value_or("(null)") + " ts=" + std::to_string(r.timestamp_ms) +
                      " value=" + value;

@@ -216,8 +216,9 @@ class RelayFixture {
     return {*code, ReadWholeFile(out)};
   }
 
-  std::unique_ptr<devtools::TopicReader> Reader() {
-    auto reader = devtools::TopicReader::Create(bootstrap_servers_);
+  std::unique_ptr<devtools::TopicReader> Reader(
+      devtools::IsolationLevel isolation = devtools::IsolationLevel::kReadCommitted) {
+    auto reader = devtools::TopicReader::Create(bootstrap_servers_, isolation);
     REQUIRE(reader.ok());
     return std::move(reader).value();
   }

@@ -204,18 +204,32 @@ TEST_CASE("without transforms each change is a Debezium change event keyed by pr
   auto relay = fx.StartRelay(fx.WriteConfig("plain", {}, /*with_router=*/false));
   fx.Exec("BEGIN;" + InsertEvent(7) + "UPDATE outbox SET type = 'Changed'; DELETE FROM outbox; COMMIT;");
   auto reader = fx.Reader();
-  auto records = reader->ReadAtLeast({"itest.public.outbox"}, 3, std::chrono::seconds(30));
+  auto records = reader->ReadAtLeast({"itest.public.outbox"}, 4, std::chrono::seconds(30));
   REQUIRE(records.ok());
-  REQUIRE(records->size() == 3);
+  REQUIRE(records->size() == 4);
+  // tombstones.on.delete (default true): the delete is followed by its key with a null value.
+  CHECK(records->back().key.value_or("") == "{\"id\":\"00000000-0000-4000-8000-000000000007\"}");
+  CHECK(!records->back().value.has_value());
+  records->pop_back();
   std::vector<std::string> ops;
   for (const auto& r : *records) {
     CHECK(r.key.value_or("") == "{\"id\":\"00000000-0000-4000-8000-000000000007\"}");
+    REQUIRE(r.value.has_value());
     rapidjson::Document doc;
     doc.Parse(r.value->c_str());
     REQUIRE(!doc.HasParseError());
     ops.push_back(doc["op"].GetString());
     CHECK(std::string(doc["source"]["table"].GetString()) == "outbox");
     CHECK(std::string(doc["source"]["connector"].GetString()) == "postgresql");
+    // As Debezium: no before for an update that keeps the key (REPLICA IDENTITY DEFAULT);
+    // a delete's before has every column, null beyond the key.
+    if (ops.back() == "u") CHECK(doc["before"].IsNull());
+    if (ops.back() == "d") {
+      REQUIRE(doc["before"].IsObject());
+      CHECK(doc["before"].HasMember("aggregatetype"));
+      CHECK(doc["before"]["aggregatetype"].IsNull());
+      CHECK(std::string(doc["before"]["id"].GetString()) == "00000000-0000-4000-8000-000000000007");
+    }
   }
   CHECK(ops == std::vector<std::string>{"c", "u", "d"});
 }

@@ -382,3 +382,71 @@ TEST_CASE("librdkafka's batches are a quarter of max.queue.size.in.bytes, so non
   REQUIRE(overridden.ok());
   CHECK(overridden->kafka.at("batch.size") == "500000");
 }
+
+TEST_CASE("exactly.once.support makes the producer transactional, with a bounded message timeout") {
+  auto required = Settings(
+      Minimal(R"(,"name":"orders","exactly.once.support":"required","offsets.storage.topic":"offs")"));
+  REQUIRE_MESSAGE(required.ok(), required.status().ToString());
+  CHECK(required->exactly_once.support == ExactlyOnceSupport::kRequired);
+  CHECK(required->kafka.at("transactional.id") == "walrelay-orders");
+  // librdkafka refuses "forever" (0) with transactions: the transaction timeout bounds it.
+  CHECK(required->kafka.at("message.timeout.ms") == "60000");
+  auto tuned = Settings(Minimal(R"(,"exactly.once.support":"requested","offsets.storage.topic":"o",
+    "transactional.id":"t1","kafka.transaction.timeout.ms":"20000","errors.retry.timeout":"5000")"));
+  REQUIRE_MESSAGE(tuned.ok(), tuned.status().ToString());
+  CHECK(tuned->kafka.at("transactional.id") == "t1");
+  CHECK(tuned->kafka.at("message.timeout.ms") == "5000");
+  auto at_least_once = Settings(Minimal(""));
+  REQUIRE(at_least_once.ok());
+  CHECK(at_least_once->kafka.count("transactional.id") == 0);
+  CHECK(at_least_once->kafka.at("message.timeout.ms") == "0");
+  auto unknown = Settings(Minimal(R"(,"exactly.once.support":"always")"));
+  REQUIRE_FALSE(unknown.ok());
+  CHECK(unknown.status().message().find("exactly.once.support") != std::string::npos);
+}
+
+TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad values named") {
+  const std::string on = R"(,"exactly.once.support":"requested","offsets.storage.topic":"offs")";
+  auto s = Settings(Minimal(on));
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  CHECK(s->exactly_once.support == ExactlyOnceSupport::kRequested);
+  CHECK(s->exactly_once.boundary.mode == TransactionBoundaryMode::kGrouped);
+  CHECK(s->exactly_once.boundary.interval == std::chrono::milliseconds(50));
+  CHECK(s->exactly_once.offsets_topic == "offs");
+  CHECK(s->exactly_once.offsets_partitions == 1);
+  CHECK(s->exactly_once.offsets_replication_factor == -1);
+  CHECK(s->exactly_once.transactional_id == "walrelay-" + s->name);
+
+  auto set = Settings(Minimal(on + R"(,"transaction.boundary":"source.commit",)"
+                                   R"("transaction.boundary.interval.ms":"250",)"
+                                   R"("transaction.boundary.max.records":"1000",)"
+                                   R"("transactional.id":"standby-pair-1")"));
+  REQUIRE_MESSAGE(set.ok(), set.status().ToString());
+  CHECK(set->exactly_once.boundary.mode == TransactionBoundaryMode::kEverySourceCommit);
+  CHECK(set->exactly_once.boundary.interval == std::chrono::milliseconds(250));
+  CHECK(set->exactly_once.boundary.max_records == 1000);
+  CHECK(set->exactly_once.transactional_id == "standby-pair-1");
+
+  struct Bad {
+    const char* extra;
+    const char* key;
+  };
+  for (const Bad& bad : {Bad{R"(,"exactly.once.support":"requested")", "offsets.storage.topic"},
+                         Bad{R"(,"transaction.boundary":"poll")", "transaction.boundary"},
+                         Bad{R"(,"transaction.boundary.interval.ms":"0")",
+                             "transaction.boundary.interval.ms"},
+                         Bad{R"(,"offsets.storage.replication.factor":"0")",
+                             "offsets.storage.replication.factor"}}) {
+    const std::string extra = std::string(bad.extra).starts_with(R"(,"exactly)") ? bad.extra
+                                                                                    : on + bad.extra;
+    auto refused = Settings(Minimal(extra));
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == ErrorCode::kConfig);
+    CHECK_MESSAGE(refused.status().message().find(bad.key) != std::string::npos,
+                  refused.status().message());
+  }
+  // Without exactly.once.support the companions change nothing: at least once, as before.
+  auto ignored = Settings(Minimal(R"(,"transactional.id":"x","transaction.boundary":"poll")"));
+  REQUIRE(ignored.ok());
+  CHECK_FALSE(ignored->exactly_once.enabled());
+}

@@ -1,0 +1,297 @@
+#include "delivery/offset_store.h"
+
+#include <librdkafka/rdkafka.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <vector>
+
+namespace walrelay {
+namespace {
+
+struct HandleDeleter {
+  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
+};
+struct ConsumerDeleter {
+  void operator()(rd_kafka_t* rk) const {
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+  }
+};
+struct TopicDeleter {
+  void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
+};
+struct MetadataDeleter {
+  void operator()(const rd_kafka_metadata_t* m) const { rd_kafka_metadata_destroy(m); }
+};
+struct QueueDeleter {
+  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
+};
+struct EventDeleter {
+  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
+};
+struct NewTopicDeleter {
+  void operator()(rd_kafka_NewTopic_t* t) const { rd_kafka_NewTopic_destroy(t); }
+};
+struct AdminOptionsDeleter {
+  void operator()(rd_kafka_AdminOptions_t* o) const { rd_kafka_AdminOptions_destroy(o); }
+};
+struct PartitionListDeleter {
+  void operator()(rd_kafka_topic_partition_list_t* l) const { rd_kafka_topic_partition_list_destroy(l); }
+};
+struct ConfigResourceDeleter {
+  void operator()(rd_kafka_ConfigResource_t* r) const { rd_kafka_ConfigResource_destroy(r); }
+};
+struct MessageDeleter {
+  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
+};
+
+void QuietLog(const rd_kafka_t*, int, const char*, const char*) {}
+
+template <typename Deleter>
+Result<std::unique_ptr<rd_kafka_t, Deleter>> NewClient(
+    rd_kafka_type_t type, const std::map<std::string, std::string>& properties,
+    const std::map<std::string, std::string>& overrides) {
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char errstr[512];
+  auto set = [&](const std::string& name, const std::string& value) -> Status {
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) != RD_KAFKA_CONF_OK)
+      // The value is not shown: it may be a secret.
+      return Status::Config("kafka." + name + ": " + errstr);
+    return Status::Ok();
+  };
+  for (const auto& [name, value] : properties)
+    if (!overrides.contains(name))
+      if (Status st = set(name, value); !st.ok()) {
+        rd_kafka_conf_destroy(conf);
+        return st;
+      }
+  for (const auto& [name, value] : overrides)
+    if (Status st = set(name, value); !st.ok()) {
+      rd_kafka_conf_destroy(conf);
+      return st;
+    }
+  rd_kafka_conf_set_log_cb(conf, QuietLog);
+  rd_kafka_t* rk = rd_kafka_new(type, conf, errstr, sizeof errstr);
+  if (!rk) {
+    rd_kafka_conf_destroy(conf);
+    return Status::Kafka(std::string("cannot create a Kafka client: ") + errstr);
+  }
+  return std::unique_ptr<rd_kafka_t, Deleter>(rk);
+}
+
+int TimeoutMs(std::chrono::milliseconds timeout) {
+  return static_cast<int>(std::max<int64_t>(1, timeout.count()));
+}
+
+// The partition count of `topic`; 0 when the topic does not exist.
+Result<int32_t> PartitionCount(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  std::unique_ptr<rd_kafka_topic_t, TopicDeleter> rkt(rd_kafka_topic_new(rk, topic.c_str(), nullptr));
+  if (!rkt) return Status::Kafka("offsets topic '" + topic + "': " + rd_kafka_err2str(rd_kafka_last_error()));
+  const rd_kafka_metadata_t* raw = nullptr;
+  const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt.get(), &raw, TimeoutMs(timeout));
+  if (err) return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(err));
+  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  if (metadata->topic_cnt != 1) return int32_t{0};
+  const rd_kafka_metadata_topic_t& t = metadata->topics[0];
+  if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return int32_t{0};
+  if (t.err) return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(t.err));
+  return static_cast<int32_t>(t.partition_cnt);
+}
+
+// The topic's cleanup.policy, as the broker reports it.
+Result<std::string> CleanupPolicy(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  std::unique_ptr<rd_kafka_ConfigResource_t, ConfigResourceDeleter> resource(
+      rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
+  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS));
+  char errstr[512];
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
+  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  rd_kafka_ConfigResource_t* resources[] = {resource.get()};
+  rd_kafka_DescribeConfigs(rk, resources, 1, options.get(), queue.get());
+  std::unique_ptr<rd_kafka_event_t, EventDeleter> event(rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
+  const std::string what = "describing offsets topic '" + topic + "'";
+  if (!event) return Status::Kafka(what + " timed out after " + std::to_string(timeout.count()) + " ms");
+  if (rd_kafka_event_error(event.get())) return Status::Kafka(what + ": " + rd_kafka_event_error_string(event.get()));
+  size_t count = 0;
+  const rd_kafka_ConfigResource_t** described =
+      rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(event.get()), &count);
+  for (size_t i = 0; i < count; ++i) {
+    if (rd_kafka_ConfigResource_error(described[i]))
+      return Status::Kafka(what + ": " + rd_kafka_ConfigResource_error_string(described[i]));
+    size_t entries = 0;
+    const rd_kafka_ConfigEntry_t** configs = rd_kafka_ConfigResource_configs(described[i], &entries);
+    for (size_t e = 0; e < entries; ++e)
+      if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) == "cleanup.policy") {
+        const char* value = rd_kafka_ConfigEntry_value(configs[e]);
+        return std::string(value ? value : "");
+      }
+  }
+  return Status::Kafka(what + ": the broker did not report its cleanup.policy");
+}
+
+// Connect refuses an offsets topic that is not compacted, and so does walrelay: deleting old
+// segments by time or size would delete the only copy of a connector's position.
+Status RequireCompacted(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+  auto policy = CleanupPolicy(rk, topic, timeout);
+  if (!policy.ok()) return policy.status();
+  if (*policy == "compact") return Status::Ok();
+  return Status::Config("offsets.storage.topic '" + topic + "' has cleanup.policy=" + *policy +
+                        "; an offsets topic must have cleanup.policy=compact alone, or its records are "
+                        "deleted by age or size (alter the topic, or name another one)");
+}
+
+struct Found {
+  std::optional<SourceOffset> offset;  // nullopt after a tombstone
+};
+
+}  // namespace
+
+OffsetStore::OffsetStore(std::map<std::string, std::string> kafka_properties, std::string topic,
+                         std::string key)
+    : kafka_properties_(std::move(kafka_properties)), topic_(std::move(topic)), key_(std::move(key)) {}
+
+Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication_factor,
+                                         std::chrono::milliseconds timeout) const {
+  if (partitions < 1)
+    return Status::Config("offsets.storage.partitions must be at least 1, not " + std::to_string(partitions));
+  // A consumer-type handle: a producer's metadata request for a missing topic would have the
+  // broker auto-create it, uncompacted, with the broker's partition count.
+  auto client = NewClient<HandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+                                         {{"allow.auto.create.topics", "false"}});
+  if (!client.ok()) return client.status();
+  rd_kafka_t* rk = client->get();
+  auto existing = PartitionCount(rk, topic_, timeout);
+  if (!existing.ok()) return existing.status();
+  if (*existing > 0) {
+    WALRELAY_RETURN_IF_ERROR(RequireCompacted(rk, topic_, timeout));
+    return *existing;
+  }
+
+  char errstr[512];
+  std::unique_ptr<rd_kafka_NewTopic_t, NewTopicDeleter> new_topic(
+      rd_kafka_NewTopic_new(topic_.c_str(), partitions, replication_factor, errstr, sizeof errstr));
+  if (!new_topic) return Status::Config("offsets topic '" + topic_ + "': " + errstr);
+  // Compacted like Connect's offsets topic: only the last offset of each key must survive.
+  rd_kafka_NewTopic_set_config(new_topic.get(), "cleanup.policy", "compact");
+  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
+  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  rd_kafka_NewTopic_t* topics[] = {new_topic.get()};
+  rd_kafka_CreateTopics(rk, topics, 1, options.get(), queue.get());
+  std::unique_ptr<rd_kafka_event_t, EventDeleter> event(
+      rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
+  if (!event)
+    return Status::Kafka("creating offsets topic '" + topic_ + "' timed out after " +
+                         std::to_string(timeout.count()) + " ms");
+  if (rd_kafka_event_error(event.get()))
+    return Status::Kafka("creating offsets topic '" + topic_ + "': " + rd_kafka_event_error_string(event.get()));
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results =
+      rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event.get()), &count);
+  for (size_t i = 0; i < count; ++i) {
+    const rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
+    // Another process created it between the lookup and here: as good as ours.
+    if (err && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
+      const char* why = rd_kafka_topic_result_error_string(results[i]);
+      return Status::Kafka("creating offsets topic '" + topic_ + "' (offsets.storage.partitions=" +
+                           std::to_string(partitions) + ", offsets.storage.replication.factor=" +
+                           std::to_string(replication_factor) + "): " + (why ? why : rd_kafka_err2str(err)));
+    }
+  }
+  return partitions;
+}
+
+Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  static std::atomic<int> readers{0};
+  // librdkafka only assigns on a handle with a group.id; the group is never joined and
+  // nothing is committed, so the name only has to be unique.
+  const std::string group =
+      "walrelay-offsets-reader-" + std::to_string(::getpid()) + "-" + std::to_string(readers++);
+  auto client = NewClient<ConsumerDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+                                           {{"group.id", group},
+                                            {"isolation.level", "read_committed"},
+                                            {"enable.auto.commit", "false"},
+                                            {"enable.auto.offset.store", "false"},
+                                            {"enable.partition.eof", "true"},
+                                            {"allow.auto.create.topics", "false"},
+                                            {"auto.offset.reset", "earliest"}});
+  if (!client.ok()) return client.status();
+  rd_kafka_t* rk = client->get();
+  auto partitions = PartitionCount(rk, topic_, timeout);
+  if (!partitions.ok()) return partitions.status();
+  if (*partitions == 0) return std::optional<SourceOffset>();
+
+  std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> list(
+      rd_kafka_topic_partition_list_new(*partitions));
+  for (int32_t p = 0; p < *partitions; ++p)
+    rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+  if (const rd_kafka_resp_err_t err = rd_kafka_assign(rk, list.get()))
+    return Status::Kafka("assigning offsets topic '" + topic_ + "': " + rd_kafka_err2str(err));
+
+  std::map<int32_t, Found> last;  // per partition
+  std::set<int32_t> at_end;
+  while (static_cast<int32_t>(at_end.size()) < *partitions) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return Status::Kafka("reading offsets topic '" + topic_ + "' timed out after " +
+                           std::to_string(timeout.count()) + " ms: " + std::to_string(at_end.size()) +
+                           " of " + std::to_string(*partitions) + " partitions read to their end");
+    std::unique_ptr<rd_kafka_message_t, MessageDeleter> m(
+        rd_kafka_consumer_poll(rk, static_cast<int>(std::min<int64_t>(left.count(), 200))));
+    if (!m) continue;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      at_end.insert(m->partition);
+      continue;
+    }
+    if (m->err)
+      return Status::Kafka("reading offsets topic '" + topic_ + "' partition " + std::to_string(m->partition) +
+                           ": " + rd_kafka_message_errstr(m.get()));
+    // A partition that got records after its end was reported must be read to its new end.
+    at_end.erase(m->partition);
+    if (!m->key || std::string_view(static_cast<const char*>(m->key), m->key_len) != key_) continue;
+    if (!m->payload) {
+      last[m->partition].offset.reset();
+      continue;
+    }
+    auto parsed = ParseSourceOffset(std::string_view(static_cast<const char*>(m->payload), m->len));
+    if (!parsed.ok())
+      return parsed.status().WithContext("offsets topic '" + topic_ + "' partition " +
+                                         std::to_string(m->partition) + " offset " + std::to_string(m->offset));
+    last[m->partition].offset = std::move(parsed).value();
+  }
+  std::optional<SourceOffset> best;
+  for (auto& [partition, found] : last)
+    if (found.offset && (!best || found.offset->lsn_commit > best->lsn_commit)) best = found.offset;
+  return best;
+}
+
+Result<std::optional<SourceOffset>> OffsetStore::ReadLastFrom(const std::string& system_identifier,
+                                                              const std::string& slot,
+                                                              std::chrono::milliseconds timeout) const {
+  auto last = ReadLast(timeout);
+  if (!last.ok() || !*last) return last;
+  if (Status foreign = CheckOffsetOrigin(**last, system_identifier, slot); !foreign.ok())
+    return foreign.WithContext("offsets topic '" + topic_ + "', key " + key_);
+  return last;
+}
+
+Record OffsetStore::MakeRecord(const SourceOffset& offset, int32_t partition_count) const {
+  Record record;
+  record.topic = topic_;
+  record.key = key_;
+  record.value = SerializeSourceOffset(offset);
+  // Java's default partitioner, which Connect's offsets producer uses: murmur2 of the key.
+  record.partition = partition_count > 0
+                         ? rd_kafka_msg_partitioner_murmur2(nullptr, key_.data(), key_.size(),
+                                                            partition_count, nullptr, nullptr)
+                         : kAnyPartition;
+  return record;
+}
+
+}  // namespace walrelay

@@ -1,0 +1,76 @@
+// TransactionBoundary: when walrelay closes (commits) a Kafka transaction. Pure policy, no I/O.
+//
+// Contract:
+// - A Kafka transaction holds whole source (PostgreSQL) transactions only: it is closed at a
+//   source commit, never inside a source transaction. A single source transaction larger than
+//   the limits therefore makes one Kafka transaction of its own size.
+// - transaction.boundary=source.commit (kEverySourceCommit): one Kafka transaction per source
+//   transaction.
+// - transaction.boundary=interval (kGrouped): source transactions are grouped until, at a
+//   source commit, the transaction holds at least `max_records` records or `max_bytes` bytes
+//   (0: no limit), or `interval` (transaction.boundary.interval.ms) has passed since its first
+//   record. Between source transactions, an open Kafka transaction whose interval has passed
+//   is closed too (ShouldCloseIdle), so an idle source does not hold records back.
+// - A transaction without records is never due: there is nothing to commit.
+// - Stretch(): under load a commit takes longer, and the relay reads nothing while it commits;
+//   the interval then stretches to kStretchFactor times the last commit's duration (at most
+//   kMaxStretch), so that commits take at most about a fifth of a saturated stream's time.
+//   `interval` stays the minimum: at light load, when commits are quick, it alone applies.
+// Value type; not thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
+namespace walrelay {
+
+enum class TransactionBoundaryMode { kEverySourceCommit, kGrouped };
+
+struct TransactionBoundaryLimits {
+  TransactionBoundaryMode mode = TransactionBoundaryMode::kGrouped;
+  int64_t max_records = 0;  // 0: no record limit
+  int64_t max_bytes = 0;    // 0: no byte limit
+  std::chrono::milliseconds interval{50};
+};
+
+class TransactionBoundary {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit TransactionBoundary(TransactionBoundaryLimits limits) : limits_(limits) {}
+
+  void OnSourceBegin() { inside_source_ = true; }
+  // One record of the current source transaction went into the Kafka transaction.
+  void OnRecord(int64_t bytes, Clock::time_point now);
+  // The source transaction ended; true when the Kafka transaction is to be committed now.
+  bool OnSourceCommit(Clock::time_point now);
+  // Between source transactions: true when the open Kafka transaction's interval has passed.
+  bool ShouldCloseIdle(Clock::time_point now) const;
+  // When ShouldCloseIdle() becomes true if nothing else happens, for the caller's timer.
+  std::optional<Clock::time_point> IdleDeadline() const;
+  // The Kafka transaction was committed or aborted: start counting anew.
+  void Reset();
+  // The last commit took `commit_duration`: the interval is at least kStretchFactor times it.
+  void Stretch(std::chrono::nanoseconds commit_duration);
+  // The interval in force: `interval`, or longer after slow commits.
+  std::chrono::nanoseconds interval() const;
+
+  static constexpr int kStretchFactor = 4;
+  static constexpr std::chrono::milliseconds kMaxStretch{1000};
+
+  int64_t records() const { return records_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  bool LimitReached(Clock::time_point now) const;
+
+  TransactionBoundaryLimits limits_;
+  bool inside_source_ = false;
+  int64_t records_ = 0;
+  int64_t bytes_ = 0;
+  std::optional<Clock::time_point> first_record_;
+  std::chrono::nanoseconds stretched_{0};
+};
+
+}  // namespace walrelay

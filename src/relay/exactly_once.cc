@@ -1,0 +1,229 @@
+#include "relay/exactly_once.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "delivery/source_offsets.h"
+#include "relay/at_least_once.h"
+
+namespace walrelay {
+namespace {
+
+int TimeoutMs(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }
+
+// The offsets topic is read by a consumer: the producer-only transactional.id stays out.
+std::map<std::string, std::string> ConsumerProperties(std::map<std::string, std::string> kafka) {
+  kafka.erase("transactional.id");
+  return kafka;
+}
+
+}  // namespace
+
+std::unique_ptr<DeliveryGuarantee> MakeDeliveryGuarantee(const RelaySettings& settings,
+                                                         KafkaProducer& producer,
+                                                         RelayCounters& counters) {
+  if (!settings.exactly_once.enabled()) return std::make_unique<AtLeastOnce>();
+  return std::make_unique<ExactlyOnce>(settings, producer, counters);
+}
+
+ExactlyOnce::ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer,
+                         RelayCounters& counters)
+    : producer_(producer),
+      counters_(counters),
+      transactional_id_(settings.exactly_once.transactional_id),
+      slot_(settings.slot_name),
+      options_(settings.exactly_once),
+      offsets_(ConsumerProperties(settings.kafka), settings.exactly_once.offsets_topic,
+               SourceOffsetKey(settings.name, settings.topic_prefix)),
+      boundary_(settings.exactly_once.boundary) {}
+
+Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_position) {
+  // Runs while the relay is not streaming: nothing is open (EndStream came first).
+  if (!initialised_) {
+    TxnStatus init = TxnStatusFromError(
+        producer_.native_handle(),
+        rd_kafka_init_transactions(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
+        transactional_id_, "initialising transactions");
+    if (!init.ok()) {
+      if (init.kind == TxnErrorKind::kRetriable || init.kind == TxnErrorKind::kAbortable)
+        return Status::Connection(init.status.message());
+      return init.status;
+    }
+    initialised_ = true;
+    spdlog::info("exactly-once: initialised transactions for transactional.id '{}' (any older "
+                 "producer with this id is fenced)",
+                 transactional_id_);
+  }
+  auto partitions = offsets_.EnsureTopic(options_.offsets_partitions,
+                                         options_.offsets_replication_factor,
+                                         kTransactionCallTimeout);
+  if (!partitions.ok()) {
+    if (partitions.status().code() != ErrorCode::kKafka) return partitions.status();
+    return Status::Connection("offsets topic '" + options_.offsets_topic +
+                              "': " + partitions.status().message());
+  }
+  offsets_partitions_ = *partitions;
+  auto stored = offsets_.ReadLastFrom(server.system_id, slot_, kTransactionCallTimeout);
+  if (!stored.ok()) {
+    if (stored.status().code() != ErrorCode::kKafka) return stored.status();
+    return Status::Connection(stored.status().message());
+  }
+  server_ = server;
+  Lsn start = slot_position;
+  if (*stored && (*stored)->lsn_commit > slot_position) {
+    spdlog::info("exactly-once: offsets topic '{}' holds commit LSN {}, past slot '{}' at LSN {}: "
+                 "the source transactions in between are in Kafka already and are not sent again",
+                 options_.offsets_topic, (*stored)->lsn_commit.ToString(), slot_,
+                 slot_position.ToString());
+    start = (*stored)->lsn_commit;
+  }
+  Committed(start);
+  return start;
+}
+
+Status ExactlyOnce::BeforeRecord(size_t bytes) {
+  if (!kafka_open_) {
+    TxnStatus begun =
+        TxnStatusFromError(producer_.native_handle(),
+                           rd_kafka_begin_transaction(producer_.native_handle()),
+                           transactional_id_, "beginning a transaction");
+    if (!begun.ok()) return Failed(begun, "beginning a transaction");
+    kafka_open_ = true;
+  }
+  boundary_.OnRecord(static_cast<int64_t>(bytes), Clock::now());
+  return Status::Ok();
+}
+
+void ExactlyOnce::SourceBegan() {
+  source_open_ = true;
+  boundary_.OnSourceBegin();
+}
+
+Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
+  source_open_ = false;
+  if (!kafka_open_) {
+    // Nothing of this source transaction, nor of any before it, waits in Kafka.
+    Committed(commit.end_lsn);
+    boundary_.Reset();
+    return Status::Ok();
+  }
+  last_included_ = commit;
+  if (!boundary_.OnSourceCommit(Clock::now()) || !all_sent) return Status::Ok();
+  return Commit();
+}
+
+Status ExactlyOnce::Tick(bool all_sent) {
+  if (!kafka_open_ || source_open_ || !last_included_ || !all_sent) return Status::Ok();
+  if (!boundary_.ShouldCloseIdle(Clock::now())) return Status::Ok();
+  return Commit();
+}
+
+std::optional<DeliveryGuarantee::Clock::time_point> ExactlyOnce::TickDeadline() const {
+  if (!kafka_open_) return std::nullopt;
+  return boundary_.IdleDeadline();
+}
+
+Status ExactlyOnce::EndStream(bool all_sent) {
+  const bool inside_source = std::exchange(source_open_, false);
+  if (!kafka_open_) return Status::Ok();
+  if (!inside_source && last_included_ && all_sent) return Commit();
+  return Abort("the replication stream ended inside a source transaction");
+}
+
+Lsn ExactlyOnce::Confirmable(Lsn acknowledged) const {
+  return std::min(acknowledged, Lsn(committed_.load()));
+}
+
+void ExactlyOnce::ServerPosition(Lsn wal_end) {
+  // Everything streamed before it is committed in Kafka or had no records.
+  if (!kafka_open_ && !source_open_) Committed(wal_end);
+}
+
+bool ExactlyOnce::TakeDropped() { return std::exchange(dropped_, false); }
+
+void ExactlyOnce::Committed(Lsn position) {
+  if (position.value() > committed_.load()) committed_.store(position.value());
+}
+
+Status ExactlyOnce::Commit() {
+  SourceOffset offset;
+  offset.lsn = last_included_->end_lsn;
+  offset.lsn_commit = last_included_->end_lsn;
+  offset.tx_id = last_included_->xid;
+  offset.ts_usec = last_included_->commit_time_ms * 1000;
+  offset.system_identifier = server_.system_id;
+  offset.timeline = static_cast<uint32_t>(server_.timeline);
+  offset.slot = slot_;
+  const std::string upto = "LSN " + offset.lsn_commit.ToString();
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  Status sent = producer_.Produce(offsets_.MakeRecord(offset, offsets_partitions_),
+                                  KafkaProducer::kNoReport, &code);
+  if (!sent.ok()) {
+    TxnStatus failure{sent, code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal
+                                                              : TxnErrorKind::kAbortable,
+                      code};
+    return Failed(failure, "writing the offset record up to " + upto + " to '" +
+                               options_.offsets_topic + "'");
+  }
+  const auto started = Clock::now();
+  const auto give_up = started + kTransactionCallTimeout;
+  for (;;) {
+    TxnStatus committed = TxnStatusFromError(
+        producer_.native_handle(),
+        rd_kafka_commit_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
+        transactional_id_, "committing the transaction up to " + upto);
+    if (committed.ok()) break;
+    if (committed.kind != TxnErrorKind::kRetriable || Clock::now() >= give_up)
+      return Failed(committed, "committing the transaction up to " + upto);
+  }
+  kafka_open_ = false;
+  boundary_.Reset();
+  boundary_.Stretch(Clock::now() - started);
+  last_included_.reset();
+  Committed(offset.lsn_commit);
+  ++counters_.kafka_transactions["committed"];
+  return Status::Ok();
+}
+
+Status ExactlyOnce::Abort(const std::string& why) {
+  // Every delivery report served meanwhile belongs to a record no read_committed consumer sees.
+  discarding_ = true;
+  const auto give_up = Clock::now() + kTransactionCallTimeout;
+  TxnStatus aborted;
+  do {
+    aborted = TxnStatusFromError(
+        producer_.native_handle(),
+        rd_kafka_abort_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
+        transactional_id_, "aborting the transaction");
+  } while (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable && Clock::now() < give_up);
+  discarding_ = false;
+  dropped_ = true;
+  ++counters_.kafka_transactions["aborted"];
+  kafka_open_ = false;
+  last_included_.reset();
+  boundary_.Reset();
+  if (!aborted.ok()) {
+    Status failed = aborted.status;
+    return Status(failed.code(), failed.message() + " (" + why + "); nothing after LSN " +
+                                     Lsn(committed_.load()).ToString() + " is confirmed");
+  }
+  spdlog::warn("exactly-once: aborted the Kafka transaction ({}); its source transactions are "
+               "streamed again from LSN {}",
+               why, Lsn(committed_.load()).ToString());
+  return Status::Ok();
+}
+
+Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operation) {
+  if (failure.kind == TxnErrorKind::kAbortable || failure.kind == TxnErrorKind::kRetriable) {
+    WALRELAY_RETURN_IF_ERROR(Abort(operation + " failed: " + failure.status.message()));
+    return Status::Connection("Kafka transaction aborted after " + operation +
+                              " failed; replaying from LSN " + Lsn(committed_.load()).ToString());
+  }
+  kafka_open_ = false;
+  return Status(failure.status.code(),
+                failure.status.message() + "; nothing after LSN " +
+                    Lsn(committed_.load()).ToString() + " is confirmed by this process");
+}
+
+}  // namespace walrelay

@@ -1,0 +1,92 @@
+// ExactlyOnce: exactly.once.support (relay/delivery_guarantee.h; docs/exactly-once.md).
+//
+// The relay's producer is transactional (transactional.id). Each Kafka transaction holds the
+// records of whole source (PostgreSQL) transactions, dead letters included, plus one record in
+// offsets.storage.topic with the end LSN of the last source commit in it (with the server's
+// system identifier, timeline and the slot's name). Only once Kafka committed it does that
+// LSN become confirmable to the slot, so read_committed consumers see every record once.
+//
+// - StartPosition: the first call initialises transactions, which fences every older producer
+//   with the same transactional.id (a relay that was frozen cannot commit after a standby took
+//   over) and settles what it left open. Every call then creates the offsets topic if missing
+//   and reads the stored offset (read_committed); one of another server or slot is
+//   kOffsetMismatch. It returns the stored commit LSN when past the slot's position: the slot
+//   may lag behind Kafka after a crash between commit and confirmation, and PostgreSQL streams
+//   only what commits after it. Retriable Kafka errors are kConnection (the attempt is retried).
+// - A Kafka transaction begins with its first record and is committed at a source commit when
+//   transaction.boundary says so (delivery/transaction_boundary.h), or by Tick once its interval
+//   has passed between source transactions; never while records wait for room in librdkafka's
+//   queue. Committing blocks the loop: it flushes the transaction's records and waits for the
+//   coordinator, bounded by kTransactionCallTimeout.
+// - EndStream commits the open transaction when it holds only whole source transactions, and
+//   aborts it otherwise (a stream that broke inside a source transaction).
+// - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
+//   relay reconnects and the source transactions are streamed again from the last commit. A
+//   record Kafka refused after it was sent fails the transaction's commit the same way
+//   (RefusalsFollowErrorPolicy() is false). Fenced (kKafkaFenced) and fatal (kKafka) errors
+//   stop the relay without confirming anything more.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "delivery/offset_store.h"
+#include "delivery/transaction_boundary.h"
+#include "delivery/transactional_producer.h"
+#include "relay/delivery_guarantee.h"
+
+namespace walrelay {
+
+class ExactlyOnce final : public DeliveryGuarantee {
+ public:
+  // How long one call that waits for Kafka (initialising, committing, aborting, reading the
+  // offsets topic) may take before it counts as failed.
+  static constexpr std::chrono::milliseconds kTransactionCallTimeout{30000};
+
+  ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer, RelayCounters& counters);
+
+  Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position) override;
+  Status BeforeRecord(size_t bytes) override;
+  void SourceBegan() override;
+  Status SourceCommitted(const TxnCommit& commit, bool all_sent) override;
+  Status Tick(bool all_sent) override;
+  std::optional<Clock::time_point> TickDeadline() const override;
+  Status EndStream(bool all_sent) override;
+  Lsn Confirmable(Lsn acknowledged) const override;
+  void ServerPosition(Lsn wal_end) override;
+  bool RefusalsFollowErrorPolicy() const override { return false; }
+  bool Discarding() const override { return discarding_; }
+  bool TakeDropped() override;
+
+ private:
+  // Writes the offset record and commits; the last included source commit becomes confirmable.
+  Status Commit();
+  Status Abort(const std::string& why);
+  // A failed transactional call: abort and kConnection for abortable and retriable errors,
+  // the error itself (fenced, fatal) otherwise.
+  Status Failed(const TxnStatus& failure, const std::string& operation);
+  void Committed(Lsn position);
+
+  KafkaProducer& producer_;
+  RelayCounters& counters_;
+  const std::string transactional_id_;
+  const std::string slot_;
+  const ExactlyOnceSettings options_;
+  OffsetStore offsets_;
+  TransactionBoundary boundary_;
+  bool initialised_ = false;
+  int32_t offsets_partitions_ = 1;
+  SourceIdentity server_;
+  bool kafka_open_ = false;
+  bool source_open_ = false;
+  std::optional<TxnCommit> last_included_;  // the newest source commit in the open transaction
+  bool discarding_ = false;
+  bool dropped_ = false;
+  // Read by the loop thread while the connector's worker may set it in StartPosition.
+  std::atomic<uint64_t> committed_{0};
+};
+
+}  // namespace walrelay

@@ -9,4 +9,6 @@ bash scripts/fetch-kafka.sh >/dev/null   # the pinned Apache Kafka broker, once
 bash scripts/fetch-debezium.sh >/dev/null  # the pinned Debezium reference, once
 bash scripts/build.sh
 cd build
-ctest --output-on-failure --timeout 900 "$@"
+# Two at a time: the PostgreSQL and mock-cluster suites mostly wait on their servers. The
+# real-broker and Debezium suites are RUN_SERIAL (tests/CMakeLists.txt): their JVMs need both cores.
+ctest --output-on-failure --timeout 900 -j2 "$@"

@@ -325,13 +325,14 @@ TEST_CASE("exactly once: kill -9 of the relay ten times during a 20,000-row stre
   RelayFixture fx{RealBroker{}};
   // Every other instance commits at every source commit instead of on the default interval.
   // With `interval` most kills find an open Kafka transaction, which the next instance aborts;
-  // with `source.commit` the relay is committing most of the time, so kills also land after a
-  // Kafka commit and before the slot's confirmation (a window of milliseconds), and the next
-  // instance must start past the slot, where the offsets topic says.
+  // with `source.commit` the relay is committing most of the time, so kills may also land after
+  // a Kafka commit and before the slot's confirmation (a window of milliseconds), and the next
+  // instance starts past the slot, where the offsets topic says. Whether a kill hits that window
+  // is chance, so it is reported, not asserted; exactly_once_relay_test.cc puts a slot behind
+  // the offsets topic for certain.
   const auto r = KillRelayWhileStreaming(fx, "eoskill", ExactlyOnce(), 10, 2000, 8ms, true,
                                          {{"transaction.boundary", "source.commit"}});
   CheckExactlyOnce(r.committed, "read_committed after 10 kills");
-  CHECK(r.restarts_past_slot >= 1);
   MESSAGE("exactly once, kill -9 of the relay x10, boundary interval and source.commit in turn ("
           << r.kills_with_rows_unconfirmed << " with committed rows not yet confirmed; "
           << r.restarts_past_slot << " restarts started past the slot, from the offsets topic), "

@@ -123,31 +123,7 @@ source bench/lib/harness.sh
 bench_harness walrelay-dbz-bench
 
 # --- PostgreSQL: bench/run.sh's settings, plus commit timestamps for the latency run ---------
-PORT=$(free_port)
-log "initdb in $WORK/data (port $PORT)"
-"${AS_PG[@]}" "$PGBIN/initdb" -D "$WORK/data" -A trust -U postgres --no-sync >"$WORK/initdb.log" 2>&1
-{
-  echo "listen_addresses = '127.0.0.1'"
-  echo "port = $PORT"
-  echo "unix_socket_directories = '$WORK'"
-  echo "wal_level = logical"
-  echo "max_replication_slots = 40"
-  echo "max_wal_senders = 20"
-  echo "fsync = off"
-  echo "synchronous_commit = on"
-  echo "full_page_writes = off"
-  echo "autovacuum = off"
-  echo "max_wal_size = 4GB"
-  echo "track_commit_timestamp = on"
-} >>"$WORK/data/postgresql.conf"
-if opl=$("${AS_PG[@]}" "$PGBIN/postgres" -C output_plugin_libraries -D "$WORK/data" 2>/dev/null); then
-  [[ $opl == *wal2json* ]] || echo "output_plugin_libraries = 'pgoutput, test_decoding, wal2json'" >>"$WORK/data/postgresql.conf"
-fi
-"${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
-export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
-psql -X -q -v ON_ERROR_STOP=1 -f docs/outbox.sql >/dev/null
-q "CREATE TABLE public.unrelated (id bigint PRIMARY KEY, note text NOT NULL)"
+start_bench_postgres "max_replication_slots = 40" "track_commit_timestamp = on"
 q "CREATE SEQUENCE public.latency_seq"
 # Each system reads through a publication of its own, both FOR TABLE public.outbox (walrelay's
 # wal2json slot filters with add-tables instead).

@@ -14,36 +14,9 @@
 # RELAY_EXTRA_CONFIG (JSON members) goes into every walrelay config written; set it for one
 # call (RELAY_EXTRA_CONFIG=... relay_run ...) to run one walrelay with other settings.
 
-q() { psql -X -q -At -v ON_ERROR_STOP=1 -c "$1"; }
-
 # --- PostgreSQL ---------------------------------------------------------------------------
 start_postgres() {
-  PORT=$(free_port)
-  log "initdb in $WORK/data (port $PORT)"
-  "${AS_PG[@]}" "$PGBIN/initdb" -D "$WORK/data" -A trust -U postgres --no-sync >"$WORK/initdb.log" 2>&1
-  {
-    echo "listen_addresses = '127.0.0.1'"
-    echo "port = $PORT"
-    echo "unix_socket_directories = '$WORK'"
-    echo "wal_level = logical"
-    echo "max_replication_slots = 20"
-    echo "max_wal_senders = 20"
-    echo "fsync = off"
-    # Commits flush WAL at once (as in production; fsync=off keeps that cheap here): with
-    # synchronous_commit=off the walsender would see a commit only at the WAL writer's next
-    # round, up to wal_writer_delay (200 ms) later, and that would dominate the latency.
-    echo "synchronous_commit = on"
-    echo "full_page_writes = off"
-    echo "autovacuum = off"
-    echo "max_wal_size = 4GB"
-  } >>"$WORK/data/postgresql.conf"
-  if opl=$("${AS_PG[@]}" "$PGBIN/postgres" -C output_plugin_libraries -D "$WORK/data" 2>/dev/null); then
-    [[ $opl == *wal2json* ]] || echo "output_plugin_libraries = 'pgoutput, test_decoding, wal2json'" >>"$WORK/data/postgresql.conf"
-  fi
-  "${AS_PG[@]}" "$PGBIN/pg_ctl" -D "$WORK/data" -l "$WORK/pg.log" -w start >/dev/null
-  export PGHOST=127.0.0.1 PGPORT=$PORT PGUSER=postgres PGDATABASE=postgres
-  psql -X -q -v ON_ERROR_STOP=1 -f docs/outbox.sql >/dev/null
-  q "CREATE TABLE public.unrelated (id bigint PRIMARY KEY, note text NOT NULL)"
+  start_bench_postgres
   # pgoutput reads through a publication (walrelay's default name). Publishing only the outbox
   # keeps the unrelated table's rows out of both pgoutput readers, as wal2json's add-tables does
   # for its readers; the walsender still decodes every change either way. walrelay's default

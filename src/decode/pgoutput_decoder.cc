@@ -335,7 +335,12 @@ Status PgOutputDecoder::Decode(std::string_view payload, Lsn at) {
       if (!in.ok()) return DecodeError(at, "truncated Begin");
       xid_ = xid;
       // Microseconds since 2000-01-01, floored to milliseconds as wal2json's text gives them.
-      const int64_t micros = timestamp + kPgEpochOffsetMicros;
+      int64_t micros = 0;
+      // A commit time is a finite timestamp; one that leaves int64 when shifted to the Unix
+      // epoch is a corrupt message, not a time.
+      if (__builtin_add_overflow(timestamp, kPgEpochOffsetMicros, &micros))
+        return DecodeError(at, "Begin with a commit timestamp out of range: " +
+                                   std::to_string(timestamp));
       commit_time_ms_ = micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
       commit_time_us_ = micros;
       decoded_.kind = MessageKind::kBegin;

@@ -234,6 +234,18 @@ Status ReplicationConnection::DropSlot(const std::string& slot_name) {
   return res.ok() ? Status::Ok() : res.status();
 }
 
+Result<std::string> ReplicationConnection::TimelineHistory(int timeline) {
+  if (timeline <= 1) return std::string();
+  auto res = Exec("TIMELINE_HISTORY " + std::to_string(timeline), PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status().WithContext("reading timeline " + std::to_string(timeline) +
+                                                 "'s history");
+  PGresult* r = res->get();
+  if (PQntuples(r) != 1 || PQnfields(r) < 2)
+    return Status::Protocol("TIMELINE_HISTORY " + std::to_string(timeline) +
+                            " answered no history file (" + where_ + ")");
+  return std::string(PQgetvalue(r, 0, 1), static_cast<size_t>(PQgetlength(r, 0, 1)));
+}
+
 Status ReplicationConnection::StartReplication(const std::string& slot_name, Lsn start,
                                                const std::string& options) {
   const std::string sql = "START_REPLICATION SLOT \"" + slot_name + "\" LOGICAL " +

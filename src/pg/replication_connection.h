@@ -71,6 +71,9 @@ class ReplicationConnection {
   // of that name created meanwhile by another process is kSlotInUse.
   Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin);
   Status DropSlot(const std::string& slot_name);
+  // TIMELINE_HISTORY: the content of timeline `timeline`'s history file (its ancestors and
+  // where each ended; delivery/timeline.h parses it). Timeline 1 has none: "".
+  Result<std::string> TimelineHistory(int timeline);
 
   // START_REPLICATION with `options`, the decoder's (Decoder::StartReplicationOptions()).
   // `start` 0/0 resumes from the slot's confirmed_flush_lsn; the server never goes below it. A

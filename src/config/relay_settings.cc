@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
@@ -24,7 +25,7 @@ constexpr const char* kAcceptedWithoutEffect[] = {
     "connector.class", "tasks.max", "snapshot.mode", "max.batch.size",
     "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
     "schema.include.list", "include.schema.changes", "database.server.name",
-    "skipped.operations", "lsn.flush.mode", "offset.flush.interval.ms", "slot.max.retries",
+    "skipped.operations", "lsn.flush.mode", "slot.max.retries",
     "errors.log.enable", "errors.log.include.messages", "retriable.restart.connector.wait.ms",
     "errors.deadletterqueue.topic.replication.factor", "errors.retry.delay.max.ms",
 };
@@ -212,8 +213,7 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   if (!p.Get("exactly.once.support")) {
     for (const char* key : {"transaction.boundary", "transaction.boundary.interval.ms",
                             "transaction.boundary.max.records", "transaction.boundary.max.bytes",
-                            "offsets.storage.topic", "offsets.storage.partitions",
-                            "offsets.storage.replication.factor", "transactional.id"}) {
+                            "transactional.id"}) {
       if (p.Get(key)) {
         spdlog::warn("'{}' is ignored: 'exactly.once.support' is not set, the relay delivers at "
                      "least once",
@@ -239,28 +239,52 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   auto max_bytes = p.GetInt("transaction.boundary.max.bytes", 0, 0, INT64_MAX);
   if (!max_bytes.ok()) return max_bytes.status();
   eos.boundary.max_bytes = *max_bytes;
-  auto topic = p.GetRequired("offsets.storage.topic");
-  if (!topic.ok()) {
+  eos.transactional_id = p.Get("transactional.id").value_or("");
+  return Status::Ok();
+}
+
+// offsets.storage.* and offset.flush.interval.ms: the durable source position, kept in both
+// delivery modes. Exactly once needs the topic named (Connect's KIP-618 connectors do too);
+// at least once defaults to a topic of the connector's own.
+Status ParseOffsetStorage(const Properties& p, const std::string& name, bool exactly_once,
+                          OffsetStorageSettings& offsets) {
+  if (auto topic = p.Get("offsets.storage.topic")) {
+    offsets.topic = Trim(*topic);
+  } else if (exactly_once) {
     return Status::Config("'offsets.storage.topic' is required with 'exactly.once.support': the "
-                          "topic where the relay stores its source position (Kafka Connect's "
-                          "is usually 'connect-offsets')");
+                          "topic where the relay stores its source position (one per connector)");
+  } else {
+    offsets.topic = DefaultOffsetsTopic(name);
   }
-  eos.offsets_topic = *topic;
+  if (Status invalid = CheckTopicName(offsets.topic); !invalid.ok())
+    return Status::Config("offsets.storage.topic: " + invalid.message());
   auto partitions = p.GetInt("offsets.storage.partitions", 1, 1, 10000);
   if (!partitions.ok()) return partitions.status();
-  eos.offsets_partitions = static_cast<int32_t>(*partitions);
+  offsets.partitions = static_cast<int32_t>(*partitions);
   auto replication = p.GetInt("offsets.storage.replication.factor", -1, -1, 32767);
   if (!replication.ok()) return replication.status();
   if (*replication == 0) {
     return Status::Config("'offsets.storage.replication.factor' is 0; use -1 (the broker's "
                           "default) or a positive number of replicas");
   }
-  eos.offsets_replication_factor = static_cast<int16_t>(*replication);
-  eos.transactional_id = p.Get("transactional.id").value_or("");
+  offsets.replication_factor = static_cast<int16_t>(*replication);
+  auto flush = p.GetInt("offset.flush.interval.ms", 60000, 100, 86400000);
+  if (!flush.ok()) return flush.status();
+  offsets.flush_interval = std::chrono::milliseconds(*flush);
   return Status::Ok();
 }
 
 }  // namespace
+
+std::string DefaultOffsetsTopic(const std::string& name) {
+  std::string topic = "walrelay-offsets-";
+  for (char c : name) {
+    const bool legal = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
+                       c == '-';
+    topic += legal ? c : '_';
+  }
+  return topic.substr(0, 249);
+}
 
 bool IsAcceptedWithoutEffect(const std::string& key) {
   for (const char* k : kAcceptedWithoutEffect)
@@ -353,6 +377,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   s.progress_interval_ms = *progress;
 
   if (Status st = ParseExactlyOnce(p, s.exactly_once); !st.ok()) return st;
+  if (Status st = ParseOffsetStorage(p, s.name, s.exactly_once.enabled(), s.offsets); !st.ok())
+    return st;
   if (s.exactly_once.enabled() && s.exactly_once.transactional_id.empty()) {
     s.exactly_once.transactional_id = "walrelay-" + s.name;
   }

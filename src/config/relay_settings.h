@@ -65,13 +65,25 @@ enum class ExactlyOnceSupport { kOff, kRequested, kRequired };
 struct ExactlyOnceSettings {
   ExactlyOnceSupport support = ExactlyOnceSupport::kOff;  // unset: at least once
   TransactionBoundaryLimits boundary;                     // transaction.boundary[.*]
-  std::string offsets_topic;                  // offsets.storage.topic
-  int32_t offsets_partitions = 1;             // offsets.storage.partitions
-  int16_t offsets_replication_factor = -1;    // offsets.storage.replication.factor; -1: broker's
   std::string transactional_id;               // transactional.id; default walrelay-<name>
 
   bool enabled() const { return support != ExactlyOnceSupport::kOff; }
 };
+
+// Where the relay keeps its source position outside the process, in both delivery modes
+// (docs/architecture.md "The durable source position").
+struct OffsetStorageSettings {
+  // offsets.storage.topic; required with exactly.once.support, else walrelay-offsets-<name>
+  std::string topic;
+  int32_t partitions = 1;            // offsets.storage.partitions
+  int16_t replication_factor = -1;   // offsets.storage.replication.factor; -1: broker's
+  // offset.flush.interval.ms: at least once, how often a newer confirmed position is written
+  std::chrono::milliseconds flush_interval{60000};
+};
+
+// The offsets topic a connector named `name` uses when offsets.storage.topic is not set:
+// "walrelay-offsets-<name>", characters Kafka refuses in topic names replaced by '_'.
+std::string DefaultOffsetsTopic(const std::string& name);
 
 struct RelaySettings {
   std::string name;
@@ -131,6 +143,7 @@ struct RelaySettings {
   ColumnModes column_modes;
 
   ExactlyOnceSettings exactly_once;
+  OffsetStorageSettings offsets;
 
   // librdkafka properties (the `kafka.` keys without the prefix, plus walrelay's defaults).
   std::map<std::string, std::string> kafka;

@@ -310,6 +310,7 @@ const DecodedMessage* PgOutputDecoder::Next() {
     change.lsn = truncate_lsn_;
     change.xid = xid_;
     change.commit_time_ms = commit_time_ms_;
+    change.commit_time_us = commit_time_us_;
     change.schema.assign(relation.schema);
     change.table.assign(relation.table);
     change.columns.clear();

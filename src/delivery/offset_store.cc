@@ -1,6 +1,7 @@
 #include "delivery/offset_store.h"
 
 #include <librdkafka/rdkafka.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -144,8 +145,26 @@ Status RequireCompacted(rd_kafka_t* rk, const std::string& topic, std::chrono::m
                         "deleted by age or size (alter the topic, or name another one)");
 }
 
+// Creating a topic and describing its configuration go to the cluster's controller. A cluster
+// that names none of its brokers as controller (librdkafka's mock cluster) never answers those
+// requests: say so at once instead of waiting out the timeout.
+Status RequireController(rd_kafka_t* rk, const std::string& topic,
+                         std::chrono::milliseconds timeout) {
+  const int32_t controller = rd_kafka_controllerid(rk, TimeoutMs(timeout));
+  const rd_kafka_metadata_t* raw = nullptr;
+  if (rd_kafka_metadata(rk, 0, nullptr, &raw, TimeoutMs(timeout)) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return Status::Ok();  // the admin request itself will say what is wrong
+  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  for (int i = 0; i < metadata->broker_cnt; ++i)
+    if (metadata->brokers[i].id == controller) return Status::Ok();
+  return Status::Precondition("offsets topic '" + topic + "' cannot be created or checked: the "
+                              "cluster names no broker as its controller (librdkafka's mock "
+                              "cluster does not)");
+}
+
 struct Found {
   std::optional<SourceOffset> offset;  // nullopt after a tombstone
+  int64_t timestamp = -1;              // the record's, ms since the epoch
 };
 
 }  // namespace
@@ -166,6 +185,7 @@ Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication
   rd_kafka_t* rk = client->get();
   auto existing = PartitionCount(rk, topic_, timeout);
   if (!existing.ok()) return existing.status();
+  WALRELAY_RETURN_IF_ERROR(RequireController(rk, topic_, timeout));
   if (*existing > 0) {
     WALRELAY_RETURN_IF_ERROR(RequireCompacted(rk, topic_, timeout));
     return *existing;
@@ -227,48 +247,110 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   if (!partitions.ok()) return partitions.status();
   if (*partitions == 0) return std::optional<SourceOffset>();
 
+  // The end of every partition as it is now. read_committed alone would report the end of a
+  // partition at its last stable offset, below the records of any transaction still open on
+  // it (another connector sharing the topic, a hung producer), and this relay's own newest
+  // offset record may lie past such a transaction: the read is complete only at these ends.
+  std::map<int32_t, int64_t> end_at_start;
+  for (int32_t p = 0; p < *partitions; ++p) {
+    int64_t low = 0, high = 0;
+    const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
+        rk, topic_.c_str(), p, &low, &high, TimeoutMs(timeout));
+    if (err)
+      return Status::Kafka("reading the end of offsets topic '" + topic_ + "' partition " +
+                           std::to_string(p) + ": " + rd_kafka_err2str(err));
+    if (high > low) end_at_start[p] = high;
+  }
+  if (end_at_start.empty()) return std::optional<SourceOffset>();
+
   std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> list(
-      rd_kafka_topic_partition_list_new(*partitions));
-  for (int32_t p = 0; p < *partitions; ++p)
-    rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+      rd_kafka_topic_partition_list_new(static_cast<int>(end_at_start.size())));
+  for (const auto& [p, end] : end_at_start)
+    rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p)->offset =
+        RD_KAFKA_OFFSET_BEGINNING;
   if (const rd_kafka_resp_err_t err = rd_kafka_assign(rk, list.get()))
     return Status::Kafka("assigning offsets topic '" + topic_ + "': " + rd_kafka_err2str(err));
 
-  std::map<int32_t, Found> last;  // per partition
-  std::set<int32_t> at_end;
-  while (static_cast<int32_t>(at_end.size()) < *partitions) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return Status::Kafka("reading offsets topic '" + topic_ + "' timed out after " +
-                           std::to_string(timeout.count()) + " ms: " + std::to_string(at_end.size()) +
-                           " of " + std::to_string(*partitions) + " partitions read to their end");
+  std::map<int32_t, Found> last;        // per partition
+  std::map<int32_t, int64_t> position;  // per partition: the next offset to read
+  std::set<std::string> foreign_keys;
+  auto complete = [&](int32_t p) { return position[p] >= end_at_start[p]; };
+  auto all_complete = [&] {
+    for (const auto& [p, end] : end_at_start)
+      if (!complete(p)) return false;
+    return true;
+  };
+  while (!all_complete()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      std::string behind;
+      for (const auto& [p, end] : end_at_start)
+        if (!complete(p))
+          behind += (behind.empty() ? "" : ", ") + std::string("partition ") +
+                    std::to_string(p) + " at offset " + std::to_string(position[p]) +
+                    " of " + std::to_string(end);
+      return Status::Kafka(
+          "reading offsets topic '" + topic_ + "' to its end timed out after " +
+          std::to_string(timeout.count()) + " ms (" + behind + "): a transaction that another "
+          "producer keeps open on the topic hides the records after it from read_committed "
+          "readers, so this relay's newest position may not be readable yet; it is not started "
+          "from an older one. Give each connector its own offsets.storage.topic");
+    }
     std::unique_ptr<rd_kafka_message_t, MessageDeleter> m(
         rd_kafka_consumer_poll(rk, static_cast<int>(std::min<int64_t>(left.count(), 200))));
     if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      at_end.insert(m->partition);
+      // The offset of an end-of-partition event is the next one to fetch; it may still stop
+      // below the end noted at start (an open transaction): then keep reading.
+      position[m->partition] = std::max(position[m->partition], m->offset);
       continue;
     }
     if (m->err)
-      return Status::Kafka("reading offsets topic '" + topic_ + "' partition " + std::to_string(m->partition) +
-                           ": " + rd_kafka_message_errstr(m.get()));
-    // A partition that got records after its end was reported must be read to its new end.
-    at_end.erase(m->partition);
-    if (!m->key || std::string_view(static_cast<const char*>(m->key), m->key_len) != key_) continue;
+      return Status::Kafka("reading offsets topic '" + topic_ + "' partition " +
+                           std::to_string(m->partition) + ": " + rd_kafka_message_errstr(m.get()));
+    position[m->partition] = std::max(position[m->partition], m->offset + 1);
+    const std::string_view key = m->key ? std::string_view(static_cast<const char*>(m->key),
+                                                           m->key_len)
+                                        : std::string_view();
+    if (key != key_) {
+      if (foreign_keys.size() < 5) foreign_keys.emplace(key);
+      continue;
+    }
+    Found& found = last[m->partition];
+    rd_kafka_timestamp_type_t timestamp_type;
+    found.timestamp = rd_kafka_message_timestamp(m.get(), &timestamp_type);
     if (!m->payload) {
-      last[m->partition].offset.reset();
+      found.offset.reset();
       continue;
     }
     auto parsed = ParseSourceOffset(std::string_view(static_cast<const char*>(m->payload), m->len));
     if (!parsed.ok())
       return parsed.status().WithContext("offsets topic '" + topic_ + "' partition " +
-                                         std::to_string(m->partition) + " offset " + std::to_string(m->offset));
-    last[m->partition].offset = std::move(parsed).value();
+                                         std::to_string(m->partition) + " offset " +
+                                         std::to_string(m->offset));
+    found.offset = std::move(parsed).value();
   }
-  std::optional<SourceOffset> best;
-  for (auto& [partition, found] : last)
-    if (found.offset && (!best || found.offset->lsn_commit > best->lsn_commit)) best = found.offset;
-  return best;
+  if (!foreign_keys.empty() && !warned_foreign_keys_.exchange(true)) {
+    std::string keys;
+    for (const auto& k : foreign_keys) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("offsets topic '{}' also holds positions of other connectors (keys {}); share "
+                 "no offsets topic between connectors: a transaction another producer keeps open "
+                 "on it delays this relay's start",
+                 topic_, keys);
+  }
+  // One partition holds the key unless the partition count changed: then the newest record
+  // wins, a tombstone included (the documented way to reset a connector's position), and of
+  // two written in the same millisecond the further position.
+  const Found* newest = nullptr;
+  for (const auto& [partition, found] : last) {
+    if (!newest || found.timestamp > newest->timestamp ||
+        (found.timestamp == newest->timestamp && found.offset &&
+         (!newest->offset || found.offset->lsn_commit > newest->offset->lsn_commit)))
+      newest = &found;
+  }
+  if (!newest) return std::optional<SourceOffset>();
+  return newest->offset;
 }
 
 Result<std::optional<SourceOffset>> OffsetStore::ReadLastFrom(const std::string& system_identifier,

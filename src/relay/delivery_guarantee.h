@@ -9,9 +9,22 @@
 //     source transactions; only a committed transaction's LSN is confirmable, and a stream
 //     starts past what Kafka committed already.
 //
-// Contract, in the order the relay calls it (all on the loop thread, except StartPosition):
-// - StartPosition(server, slot_position): on the connector's worker thread, before
-//   START_REPLICATION; the LSN to stream from (Lsn(): the slot's). An error fails the attempt.
+// Both keep the source position outside the process, in offsets.storage.topic
+// (delivery/offset_store.h): at least once writes what it confirmed to the slot
+// (delivery/offset_writer.h), exactly once commits it with each Kafka transaction. So every
+// process knows whether this connector streamed from the slot before, and up to where.
+//
+// Contract, in the order the relay calls it (all on the loop thread, except StoredPosition and
+// StartPosition):
+// - StoredPosition(server, slot_missing): on the connector's worker thread, once the server is
+//   known and before the slot is created or streamed from: the position this connector
+//   stored for this server and slot, nullopt when none is (a first start) or when the
+//   guarantee did not need to look (at least once with the slot present and nothing to
+//   check). An error fails the attempt; a kConnection one is retried.
+// - StartPosition(server, slot_position, stored): on the worker thread, before
+//   START_REPLICATION, with what StoredPosition returned as the connector placed it on the
+//   server's timeline (delivery/timeline.h); the LSN to stream from (Lsn(): the slot's). An
+//   error fails the attempt.
 // - BeforeRecord(bytes) before every record handed to the producer (dead letters included).
 // - SourceBegan() / SourceCommitted(commit, all_sent) around each source transaction;
 //   `all_sent` is false while records wait for room in librdkafka's queue.
@@ -20,6 +33,9 @@
 //   is committed if it may be, else dropped.
 // - Confirmable(acknowledged): caps the ledger's confirmable position.
 // - ServerPosition(wal_end): a keepalive's position, as the ledger gets it.
+// - Confirmed(position): the relay confirmed `position` to the slot.
+// - ForgetPosition(): the relay dropped the slot on purpose (slot.drop.on.stop): the next
+//   start is a first start.
 // Errors: kConnection means "replay": the relay reconnects and streams again from what is
 // confirmable; anything else stops the relay without confirming more.
 //
@@ -37,6 +53,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/change_event.h"
+#include "delivery/source_offsets.h"
 #include "kafka/producer.h"
 #include "relay/source_connector.h"
 #include "status/metrics.h"
@@ -48,7 +65,10 @@ class DeliveryGuarantee {
   using Clock = std::chrono::steady_clock;
   virtual ~DeliveryGuarantee() = default;
 
-  virtual Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position) = 0;
+  virtual Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
+                                                             bool slot_missing) = 0;
+  virtual Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position,
+                                    const std::optional<SourceOffset>& stored) = 0;
   virtual Status BeforeRecord(size_t bytes) = 0;
   virtual void SourceBegan() = 0;
   virtual Status SourceCommitted(const TxnCommit& commit, bool all_sent) = 0;
@@ -57,6 +77,8 @@ class DeliveryGuarantee {
   virtual Status EndStream(bool all_sent) = 0;
   virtual Lsn Confirmable(Lsn acknowledged) const = 0;
   virtual void ServerPosition(Lsn wal_end) = 0;
+  virtual void Confirmed(Lsn position) = 0;
+  virtual void ForgetPosition() = 0;
   // Whether a record Kafka refused after it was sent may follow errors.tolerance (skip or
   // dead letter) on its own; when false the refusal is a kConnection replay.
   virtual bool RefusalsFollowErrorPolicy() const = 0;
@@ -65,9 +87,9 @@ class DeliveryGuarantee {
 };
 
 // The guarantee exactly.once.support asks for, over the relay's producer; it counts its Kafka
-// transactions in `counters` (both outlive it).
-std::unique_ptr<DeliveryGuarantee> MakeDeliveryGuarantee(const RelaySettings& settings,
-                                                         KafkaProducer& producer,
-                                                         RelayCounters& counters);
+// transactions and position writes in `counters` (both outlive it).
+Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySettings& settings,
+                                                                 KafkaProducer& producer,
+                                                                 RelayCounters& counters);
 
 }  // namespace walrelay

@@ -20,11 +20,16 @@ std::map<std::string, std::string> ConsumerProperties(std::map<std::string, std:
 
 }  // namespace
 
-std::unique_ptr<DeliveryGuarantee> MakeDeliveryGuarantee(const RelaySettings& settings,
-                                                         KafkaProducer& producer,
-                                                         RelayCounters& counters) {
-  if (!settings.exactly_once.enabled()) return std::make_unique<AtLeastOnce>();
-  return std::make_unique<ExactlyOnce>(settings, producer, counters);
+Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySettings& settings,
+                                                                 KafkaProducer& producer,
+                                                                 RelayCounters& counters) {
+  if (!settings.exactly_once.enabled()) {
+    auto at_least_once = AtLeastOnce::Create(settings, counters);
+    if (!at_least_once.ok()) return at_least_once.status();
+    return std::unique_ptr<DeliveryGuarantee>(std::move(at_least_once).value());
+  }
+  return std::unique_ptr<DeliveryGuarantee>(
+      std::make_unique<ExactlyOnce>(settings, producer, counters));
 }
 
 ExactlyOnce::ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer,
@@ -34,11 +39,13 @@ ExactlyOnce::ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer,
       transactional_id_(settings.exactly_once.transactional_id),
       slot_(settings.slot_name),
       options_(settings.exactly_once),
-      offsets_(ConsumerProperties(settings.kafka), settings.exactly_once.offsets_topic,
+      storage_(settings.offsets),
+      offsets_(ConsumerProperties(settings.kafka), settings.offsets.topic,
                SourceOffsetKey(settings.name, settings.topic_prefix)),
       boundary_(settings.exactly_once.boundary) {}
 
-Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_position) {
+Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIdentity& server,
+                                                                bool) {
   // Runs while the relay is not streaming: nothing is open (EndStream came first).
   if (!initialised_) {
     TxnStatus init = TxnStatusFromError(
@@ -55,12 +62,23 @@ Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_po
                  "producer with this id is fenced)",
                  transactional_id_);
   }
-  auto partitions = offsets_.EnsureTopic(options_.offsets_partitions,
-                                         options_.offsets_replication_factor,
+  WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
+  // Back on the server this process streamed from: what it committed itself is the newest
+  // position (no other producer with its transactional.id can have committed since without
+  // fencing it), and is known even while a foreign transaction holds the topic's readers.
+  if (committed_.load() != 0 && server_ == server) {
+    SourceOffset own;
+    own.lsn = own.lsn_commit = Lsn(committed_.load());
+    own.system_identifier = server.system_id;
+    own.timeline = static_cast<uint32_t>(server.timeline);
+    own.slot = slot_;
+    return std::optional<SourceOffset>(own);
+  }
+  auto partitions = offsets_.EnsureTopic(storage_.partitions, storage_.replication_factor,
                                          kTransactionCallTimeout);
   if (!partitions.ok()) {
     if (partitions.status().code() != ErrorCode::kKafka) return partitions.status();
-    return Status::Connection("offsets topic '" + options_.offsets_topic +
+    return Status::Connection("offsets topic '" + storage_.topic +
                               "': " + partitions.status().message());
   }
   offsets_partitions_ = *partitions;
@@ -69,16 +87,22 @@ Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_po
     if (stored.status().code() != ErrorCode::kKafka) return stored.status();
     return Status::Connection(stored.status().message());
   }
+  return stored;
+}
+
+Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_position,
+                                       const std::optional<SourceOffset>& stored) {
   server_ = server;
   Lsn start = slot_position;
-  if (*stored && (*stored)->lsn_commit > slot_position) {
+  if (stored && stored->lsn_commit > slot_position) {
     spdlog::info("exactly-once: offsets topic '{}' holds commit LSN {}, past slot '{}' at LSN {}: "
                  "the source transactions in between are in Kafka already and are not sent again",
-                 options_.offsets_topic, (*stored)->lsn_commit.ToString(), slot_,
-                 slot_position.ToString());
-    start = (*stored)->lsn_commit;
+                 storage_.topic, stored->lsn_commit.ToString(), slot_, slot_position.ToString());
+    start = stored->lsn_commit;
   }
-  Committed(start);
+  // On another server or timeline the position may have been capped (delivery/timeline.h):
+  // what this process committed before is no floor there.
+  committed_.store(start.value());
   return start;
 }
 
@@ -140,6 +164,28 @@ void ExactlyOnce::ServerPosition(Lsn wal_end) {
   if (!kafka_open_ && !source_open_) Committed(wal_end);
 }
 
+void ExactlyOnce::ForgetPosition() {
+  if (!initialised_ || kafka_open_) return;
+  Record tombstone = offsets_.MakeRecord(SourceOffset{}, offsets_partitions_);
+  tombstone.value.reset();
+  TxnStatus done = TxnStatusFromError(producer_.native_handle(),
+                                      rd_kafka_begin_transaction(producer_.native_handle()),
+                                      transactional_id_, "beginning a transaction");
+  if (done.ok()) {
+    if (Status sent = producer_.Produce(tombstone, KafkaProducer::kNoReport); !sent.ok())
+      done.status = sent;
+  }
+  if (done.ok())
+    done = TxnStatusFromError(
+        producer_.native_handle(),
+        rd_kafka_commit_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
+        transactional_id_, "committing the removal of this connector's position");
+  if (!done.ok())
+    spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
+                 "slot: {}",
+                 storage_.topic, done.status.message());
+}
+
 bool ExactlyOnce::TakeDropped() { return std::exchange(dropped_, false); }
 
 void ExactlyOnce::Committed(Lsn position) {
@@ -164,7 +210,7 @@ Status ExactlyOnce::Commit() {
                                                               : TxnErrorKind::kAbortable,
                       code};
     return Failed(failure, "writing the offset record up to " + upto + " to '" +
-                               options_.offsets_topic + "'");
+                               storage_.topic + "'");
   }
   const auto started = Clock::now();
   const auto give_up = started + kTransactionCallTimeout;
@@ -203,6 +249,15 @@ Status ExactlyOnce::Abort(const std::string& why) {
   kafka_open_ = false;
   last_included_.reset();
   boundary_.Reset();
+  if (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable) {
+    // Timed out: the coordinator has not answered yet. Nothing of the transaction is visible
+    // or confirmed, so replaying is safe once the abort completes, which the next connect
+    // attempt waits for (FinishPendingAbort).
+    abort_pending_ = true;
+    return Status::Connection(aborted.status.message() + " (" + why + "); the abort is retried "
+                              "before streaming again from LSN " +
+                              Lsn(committed_.load()).ToString());
+  }
   if (!aborted.ok()) {
     Status failed = aborted.status;
     return Status(failed.code(), failed.message() + " (" + why + "); nothing after LSN " +
@@ -212,6 +267,23 @@ Status ExactlyOnce::Abort(const std::string& why) {
                "streamed again from LSN {}",
                why, Lsn(committed_.load()).ToString());
   return Status::Ok();
+}
+
+Status ExactlyOnce::FinishPendingAbort() {
+  if (!abort_pending_) return Status::Ok();
+  TxnStatus aborted = TxnStatusFromError(
+      producer_.native_handle(),
+      rd_kafka_abort_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
+      transactional_id_, "aborting the transaction");
+  if (aborted.ok()) {
+    abort_pending_ = false;
+    spdlog::warn("exactly-once: the Kafka transaction whose abort had timed out is aborted; its "
+                 "source transactions are streamed again from LSN {}",
+                 Lsn(committed_.load()).ToString());
+    return Status::Ok();
+  }
+  if (aborted.kind == TxnErrorKind::kRetriable) return Status::Connection(aborted.status.message());
+  return aborted.status;
 }
 
 Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operation) {

@@ -6,13 +6,16 @@
 // system identifier, timeline and the slot's name). Only once Kafka committed it does that
 // LSN become confirmable to the slot, so read_committed consumers see every record once.
 //
-// - StartPosition: the first call initialises transactions, which fences every older producer
+// - StoredPosition: the first call initialises transactions, which fences every older producer
 //   with the same transactional.id (a relay that was frozen cannot commit after a standby took
-//   over) and settles what it left open. Every call then creates the offsets topic if missing
-//   and reads the stored offset (read_committed); one of another server or slot is
-//   kOffsetMismatch. It returns the stored commit LSN when past the slot's position: the slot
-//   may lag behind Kafka after a crash between commit and confirmation, and PostgreSQL streams
-//   only what commits after it. Retriable Kafka errors are kConnection (the attempt is retried).
+//   over) and settles what it left open. Back on the server it streamed from, the process
+//   answers with what it committed itself; otherwise it creates the offsets topic if missing
+//   and reads the stored offset read_committed to the topic's real end (OffsetStore::ReadLast
+//   waits out transactions other producers hold open, bounded); one of another server or slot
+//   is kOffsetMismatch. Retriable Kafka errors are kConnection (the attempt is retried).
+// - StartPosition returns the stored commit LSN (as placed on the server's timeline) when past
+//   the slot's position: the slot may lag behind Kafka after a crash between commit and
+//   confirmation, and PostgreSQL streams only what commits after it.
 // - A Kafka transaction begins with its first record and is committed at a source commit when
 //   transaction.boundary says so (delivery/transaction_boundary.h), or by Tick once its interval
 //   has passed between source transactions; never while records wait for room in librdkafka's
@@ -21,7 +24,8 @@
 // - EndStream commits the open transaction when it holds only whole source transactions, and
 //   aborts it otherwise (a stream that broke inside a source transaction).
 // - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
-//   relay reconnects and the source transactions are streamed again from the last commit. A
+//   relay reconnects and the source transactions are streamed again from the last commit. An
+//   abort that itself times out is retried by the next connect attempt before it streams. A
 //   record Kafka refused after it was sent fails the transaction's commit the same way
 //   (RefusalsFollowErrorPolicy() is false). Fenced (kKafkaFenced) and fatal (kKafka) errors
 //   stop the relay without confirming anything more.
@@ -48,7 +52,10 @@ class ExactlyOnce final : public DeliveryGuarantee {
 
   ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer, RelayCounters& counters);
 
-  Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position) override;
+  Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
+                                                     bool slot_missing) override;
+  Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position,
+                            const std::optional<SourceOffset>& stored) override;
   Status BeforeRecord(size_t bytes) override;
   void SourceBegan() override;
   Status SourceCommitted(const TxnCommit& commit, bool all_sent) override;
@@ -57,6 +64,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status EndStream(bool all_sent) override;
   Lsn Confirmable(Lsn acknowledged) const override;
   void ServerPosition(Lsn wal_end) override;
+  // The position is committed with each Kafka transaction, and a tombstone would race it.
+  void Confirmed(Lsn) override {}
+  void ForgetPosition() override;
   bool RefusalsFollowErrorPolicy() const override { return false; }
   bool Discarding() const override { return discarding_; }
   bool TakeDropped() override;
@@ -65,6 +75,8 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // Writes the offset record and commits; the last included source commit becomes confirmable.
   Status Commit();
   Status Abort(const std::string& why);
+  // Completes an abort that timed out; kConnection while the coordinator still does not answer.
+  Status FinishPendingAbort();
   // A failed transactional call: abort and kConnection for abortable and retriable errors,
   // the error itself (fenced, fatal) otherwise.
   Status Failed(const TxnStatus& failure, const std::string& operation);
@@ -75,6 +87,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
   const std::string transactional_id_;
   const std::string slot_;
   const ExactlyOnceSettings options_;
+  const OffsetStorageSettings storage_;
   OffsetStore offsets_;
   TransactionBoundary boundary_;
   bool initialised_ = false;
@@ -85,6 +98,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
   std::optional<TxnCommit> last_included_;  // the newest source commit in the open transaction
   bool discarding_ = false;
   bool dropped_ = false;
+  bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker
   // Read by the loop thread while the connector's worker may set it in StartPosition.
   std::atomic<uint64_t> committed_{0};
 };

@@ -77,8 +77,12 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
                    return decoder ? decoder->StartReplicationOptions(server_version)
                                   : std::string();
                  },
-                 [this](const SourceIdentity& server, Lsn slot_position) {
-                   return guarantee_->StartPosition(server, slot_position);
+                 [this](const SourceIdentity& server, bool slot_missing) {
+                   return guarantee_->StoredPosition(server, slot_missing);
+                 },
+                 [this](const SourceIdentity& server, Lsn slot_position,
+                        const std::optional<SourceOffset>& stored) {
+                   return guarantee_->StartPosition(server, slot_position, stored);
                  },
                  io),
       pg_socket_(io),
@@ -138,7 +142,12 @@ Status Relay::Run() {
     return producer.status();
   }
   producer_ = std::move(producer).value();
-  guarantee_ = MakeDeliveryGuarantee(settings_, *producer_, counters_);
+  auto guarantee = MakeDeliveryGuarantee(settings_, *producer_, counters_);
+  if (!guarantee.ok()) {
+    spdlog::error("{}", guarantee.status().ToString());
+    return guarantee.status();
+  }
+  guarantee_ = std::move(guarantee).value();
   // Asio owns and closes the descriptor it is given: give it a copy of the producer's.
   const int kafka_event_fd = dup(producer_->event_fd());
   if (kafka_event_fd < 0) {
@@ -216,19 +225,24 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
 void Relay::AdoptSlotPosition(const SourceSession& session) {
   // Past the slot's position when the guarantee skips what Kafka holds already.
   const Lsn slot = std::max(session.slot_position, session.start_position);
-  const Lsn last_confirmed = std::max(last_sent_flush_, slot_floor_);
+  // The last position known delivered: this process's, or the stored one for a new process.
+  Lsn last_confirmed = std::max(last_sent_flush_, slot_floor_);
+  if (!tracker_initialised_ && session.stored) last_confirmed = session.stored->lsn_commit;
   // The server never streams below the slot: a flush below it would only be stale.
   slot_floor_ = slot;
+  if (session.slot_recreated) {
+    spdlog::error("replication slot '{}' was missing and has been created again "
+                  "(slot.recreate.when.missing=true): rows committed between LSN {} (the last "
+                  "{}) and LSN {} (the new slot's start) may be missing from Kafka; "
+                  "republish them from the outbox table or the source of truth",
+                  settings_.slot_name, last_confirmed.ToString(),
+                  tracker_initialised_ ? "confirmed" : "stored position", slot.ToString());
+    ++counters_.slots_recreated;
+  }
   if (!tracker_initialised_) {
     tracker_ = DeliveryTracker(slot);
     tracker_initialised_ = true;
   } else if (session.slot_recreated) {
-    spdlog::error("replication slot '{}' was missing and has been created again "
-                  "(slot.recreate.when.missing=true): rows committed between LSN {} (the last "
-                  "confirmed) and LSN {} (the new slot's start) may be missing from Kafka; "
-                  "republish them from the outbox table or the source of truth",
-                  settings_.slot_name, last_confirmed.ToString(), slot.ToString());
-    ++counters_.slots_recreated;
     tracker_.Rebase(slot);
   } else if (source_identity_ && !(*source_identity_ == session.identity)) {
     spdlog::warn("PostgreSQL is not the server streamed from before ({}, now {}: a failover or a "
@@ -501,6 +515,8 @@ void Relay::SendStatus(bool reply_requested) {
   if (flush != last_sent_flush_) {
     spdlog::debug("confirmed LSN {} to the server", flush.ToString());
     last_sent_flush_ = flush;
+    guarantee_->Confirmed(flush);
+    ArmBoundaryTimer();
   }
   confirmed_lsn_ = flush.value();
 }
@@ -616,10 +632,14 @@ Status Relay::HandleLogicalMessage(const LogicalMessage& message) {
     // Written outside any transaction, it is decoded even if the writer's work rolls back,
     // and it arrives apart from the commits the slot is confirmed at: not an outbox event.
     ++counters_.logical_messages["non_transactional"];
-    spdlog::warn("refused a non-transactional logical decoding message with prefix '{}' at LSN "
-                 "{}: only pg_logical_emit_message(true, ...) messages are relayed, so that an "
-                 "event is published exactly when its transaction commits",
-                 message.prefix, message.lsn.ToString());
+    if (auto held_back = non_transactional_warnings_.Admit(message.prefix)) {
+      spdlog::warn("refused a non-transactional logical decoding message with prefix '{}' at LSN "
+                   "{}: only pg_logical_emit_message(true, ...) messages are relayed, so that an "
+                   "event is published exactly when its transaction commits ({} more with this "
+                   "prefix refused since the last such line; at most one a minute per prefix, "
+                   "all counted in walrelay_logical_messages_total)",
+                   message.prefix, message.lsn.ToString(), *held_back);
+    }
     return Status::Ok();
   }
   if (!settings_.IncludesMessagePrefix(message.prefix)) {
@@ -1025,6 +1045,8 @@ void Relay::DropSlotOnStop() {
     spdlog::warn("slot.drop.on.stop: {}", st.message());
   } else {
     spdlog::info("dropped replication slot '{}' (slot.drop.on.stop=true)", settings_.slot_name);
+    // Dropped on purpose: the next start is a first start, not a slot gone missing.
+    guarantee_->ForgetPosition();
   }
 }
 

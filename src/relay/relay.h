@@ -60,6 +60,7 @@
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <boost/asio.hpp>
 
+#include "common/log_limiter.h"
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
@@ -286,6 +287,8 @@ class Relay {
   };
   const SourceTable& LookupTable(std::string_view schema, std::string_view table);
   std::vector<SourceTable> tables_;
+  // One refusal line per prefix and minute: a writer can emit thousands a second.
+  LogLimiter non_transactional_warnings_{std::chrono::minutes(1)};
   TxnBegin current_txn_;  // the transaction being streamed: its messages carry its xid and time
   size_t last_table_ = 0;
   std::unordered_map<uint64_t, InflightInfo> inflight_info_;

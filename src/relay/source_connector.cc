@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "delivery/timeline.h"
 #include "pg/preflight.h"
 #include "pg/publication.h"
 
@@ -21,9 +22,11 @@ std::string SourceIdentity::ToString() const {
 }
 
 SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                                 StartPosition start_position, boost::asio::io_context& io)
+                                 StoredPosition stored_position, StartPosition start_position,
+                                 boost::asio::io_context& io)
     : settings_(settings),
       start_options_(std::move(start_options)),
+      stored_position_(std::move(stored_position)),
       start_position_(std::move(start_position)),
       io_(io) {}
 
@@ -45,15 +48,60 @@ void SourceConnector::Start(ConnectPlan plan, Callback done) {
   });
 }
 
-Status SourceConnector::SlotGone(const ConnectPlan& plan) const {
+Status SourceConnector::SlotGone(const ConnectPlan& plan,
+                                 const std::optional<SourceOffset>& stored) const {
+  std::string last;
+  if (plan.streamed_before) {
+    last = "the last LSN this process confirmed to it was " + plan.last_confirmed.ToString();
+  } else {
+    last = "offsets topic '" + settings_.offsets.topic + "' holds this connector's position LSN " +
+           stored->lsn_commit.ToString() + " (timeline " + std::to_string(stored->timeline) +
+           ") for it";
+  }
   return Status(ErrorCode::kSlotGone,
                 "replication slot '" + settings_.slot_name +
-                    "' this relay streamed from no longer exists (dropped, or a failover to a "
-                    "server without it); the last LSN confirmed to it was " +
-                    plan.last_confirmed.ToString() +
+                    "' this connector streamed from no longer exists (dropped, or a failover to "
+                    "a server without it); " + last +
                     ". Rows committed after that may not be in Kafka: republish them from the "
                     "outbox table or the source of truth, then set slot.recreate.when.missing="
                     "true once (or create the slot by hand) to stream from now on");
+}
+
+Status SourceConnector::PlaceOnServerTimeline(ReplicationConnection& conn,
+                                              const SourceIdentity& server,
+                                              SourceOffset& stored) const {
+  // Positions stored before timelines were recorded carry 0: nothing to compare.
+  if (stored.timeline == 0 || static_cast<int>(stored.timeline) == server.timeline)
+    return Status::Ok();
+  auto content = conn.TimelineHistory(server.timeline);
+  if (!content.ok()) return content.status();
+  auto history = ParseTimelineHistory(*content);
+  if (!history.ok())
+    return history.status().WithContext("timeline " + std::to_string(server.timeline) +
+                                        "'s history");
+  auto placed = PlaceOnTimeline(stored.lsn_commit, stored.timeline,
+                                static_cast<uint32_t>(server.timeline), *history);
+  if (!placed.ok())
+    return placed.status().WithContext("offsets topic '" + settings_.offsets.topic +
+                                       "', slot '" + settings_.slot_name + "'");
+  if (placed->abandoned) {
+    spdlog::error(
+        "timeline switch: this connector's stored position LSN {} is on timeline {}, which the "
+        "server (now timeline {}) left at LSN {}. Records relayed from positions after LSN {} up "
+        "to LSN {} came from the abandoned timeline: the new primary never committed those "
+        "transactions, though their records are in Kafka. The relay does not skip past LSN {}",
+        stored.lsn_commit.ToString(), stored.timeline, server.timeline,
+        placed->valid_until->ToString(), placed->valid_until->ToString(),
+        stored.lsn_commit.ToString(), placed->valid_until->ToString());
+  } else {
+    spdlog::info("timeline switch: stored position LSN {} of timeline {} lies before its end "
+                 "(LSN {}) and holds on the server's timeline {}",
+                 stored.lsn_commit.ToString(), stored.timeline, placed->valid_until->ToString(),
+                 server.timeline);
+  }
+  stored.lsn = std::min(stored.lsn, placed->position);
+  stored.lsn_commit = placed->position;
+  return Status::Ok();
 }
 
 Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
@@ -70,7 +118,21 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
     std::this_thread::sleep_for(kOwnWalsenderStep);
     checked = RunPreflight(*conn, settings_, report);
   }
-  if (checked.code() == ErrorCode::kSlotMissing && plan.streamed_before) return SlotGone(plan);
+  if (!checked.ok() && checked.code() != ErrorCode::kSlotMissing) return checked;
+
+  SourceSession session;
+  session.identity = {report.server.system_id, report.server.timeline};
+  const bool slot_missing = !report.slot.exists;
+  if (stored_position_) {
+    auto stored = stored_position_(session.identity, slot_missing);
+    if (!stored.ok()) return stored.status();
+    session.stored = std::move(stored).value();
+    if (session.stored)
+      WALRELAY_RETURN_IF_ERROR(PlaceOnServerTimeline(*conn, session.identity, *session.stored));
+  }
+  const bool streamed_before = plan.streamed_before || session.stored.has_value();
+  if (slot_missing && streamed_before && !settings_.slot_recreate_when_missing)
+    return SlotGone(plan, session.stored);
   if (!checked.ok()) return checked;
 
   if (settings_.plugin_name == "pgoutput") {
@@ -86,22 +148,19 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
     }
   }
 
-  SourceSession session;
-  session.identity = {report.server.system_id, report.server.timeline};
   session.slot_position = report.slot.confirmed_flush;
-  if (!report.slot.exists) {
-    if (plan.streamed_before && !settings_.slot_recreate_when_missing) return SlotGone(plan);
+  if (slot_missing) {
     auto created = conn->CreateSlot(settings_.slot_name, settings_.plugin_name);
     if (!created.ok()) return created.status();
     session.slot_position = *created;
     session.slot_created = true;
-    session.slot_recreated = plan.streamed_before;
+    session.slot_recreated = streamed_before;
   }
   auto catalog = ReadCatalogSnapshot(*conn, settings_);
   if (!catalog.ok()) return catalog.status();
   session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
   if (start_position_) {
-    auto start = start_position_(session.identity, session.slot_position);
+    auto start = start_position_(session.identity, session.slot_position, session.stored);
     if (!start.ok()) return start.status();
     session.start_position = *start;
   }

@@ -11,11 +11,19 @@
 // interrupts an attempt within about 100 ms: a running query is cancelled on the server and the
 // callback is not called.
 //
-// The slot's life: before the relay first streamed, a missing slot is created when slot.create
-// allows. Once it streamed (ConnectPlan::streamed_before), a missing slot means the rows since
-// its last confirmed LSN may be gone: the attempt fails with kSlotGone, naming the slot and
-// that LSN, unless slot.recreate.when.missing allows creating it again (then
-// SourceSession::slot_recreated says so, for the relay to report the range at risk).
+// The slot's life: a slot is streamed from before when this process streamed from it
+// (ConnectPlan::streamed_before) or when the StoredPosition hook finds a position this
+// connector stored for this server and slot (outside the process: a restart, a standby that
+// never streamed). Before that, a missing slot is created when slot.create allows. After it, a
+// missing slot means the rows since its last position may be gone: the attempt fails with
+// kSlotGone, naming the slot and that position, unless slot.recreate.when.missing allows
+// creating it again (then SourceSession::slot_recreated says so, for the relay to report the
+// range at risk).
+//
+// Timelines: a stored position from another timeline than the server's is placed on the
+// server's history (TIMELINE_HISTORY, delivery/timeline.h): capped at the point where its
+// timeline ended, with an error-level line naming the positions streamed from the abandoned
+// timeline; a timeline outside the server's history fails the attempt (kOffsetMismatch).
 //
 // Where the stream starts: START_REPLICATION names the LSN the StartPosition hook returns (on
 // the worker thread, once the slot is known to be free and before it is taken), or the slot's
@@ -41,6 +49,7 @@
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
+#include "delivery/source_offsets.h"
 #include "pg/replication_connection.h"
 #include "pg/source_catalog.h"
 
@@ -71,6 +80,8 @@ struct SourceSession {
   Lsn start_position;
   bool slot_created = false;
   bool slot_recreated = false;  // created again after the relay had streamed from it
+  // What the StoredPosition hook found, placed on the server's timeline.
+  std::optional<SourceOffset> stored;
   // The included tables' keys, columns and types as the catalog had them at this connect.
   std::shared_ptr<const CatalogSnapshot> catalog;
 };
@@ -82,11 +93,17 @@ class SourceConnector {
   // The decoder's START_REPLICATION options for a server version
   // (Decoder::StartReplicationOptions); called on the worker thread.
   using StartOptions = std::function<std::string(int server_version)>;
-  // The LSN to stream from, given the server and the slot's position; called on the worker
-  // thread. An error fails the attempt.
-  using StartPosition = std::function<Result<Lsn>(const SourceIdentity& server, Lsn slot_position)>;
+  // The position this connector stored for the server and slot, if any; called on the worker
+  // thread before the slot is created or taken. An error fails the attempt.
+  using StoredPosition = std::function<Result<std::optional<SourceOffset>>(
+      const SourceIdentity& server, bool slot_missing)>;
+  // The LSN to stream from, given the server, the slot's position and the stored position;
+  // called on the worker thread. An error fails the attempt.
+  using StartPosition = std::function<Result<Lsn>(
+      const SourceIdentity& server, Lsn slot_position, const std::optional<SourceOffset>& stored)>;
   SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                  StartPosition start_position, boost::asio::io_context& io);
+                  StoredPosition stored_position, StartPosition start_position,
+                  boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
   SourceConnector& operator=(const SourceConnector&) = delete;
@@ -98,10 +115,14 @@ class SourceConnector {
  private:
   // Runs on the worker thread.
   Result<SourceSession> Attempt(const ConnectPlan& plan, const std::atomic<bool>& cancel);
-  Status SlotGone(const ConnectPlan& plan) const;
+  Status SlotGone(const ConnectPlan& plan, const std::optional<SourceOffset>& stored) const;
+  // Places a position stored on another timeline on the server's history.
+  Status PlaceOnServerTimeline(ReplicationConnection& conn, const SourceIdentity& server,
+                               SourceOffset& stored) const;
 
   RelaySettings settings_;
   StartOptions start_options_;
+  StoredPosition stored_position_;
   StartPosition start_position_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is

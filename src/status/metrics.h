@@ -29,6 +29,8 @@ struct RelayCounters {
   uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
   // exactly.once.support: Kafka transactions by outcome, "committed" or "aborted"
   std::map<std::string, uint64_t> kafka_transactions;
+  // At least once: source positions written to offsets.storage.topic, "written" or "failed"
+  std::map<std::string, uint64_t> offset_writes;
 };
 
 class PrometheusText {

@@ -293,6 +293,11 @@ HttpResponse RestApi::Metrics() const {
                "Kafka transactions (exactly.once.support) by outcome: committed, or aborted and "
                "replayed.",
                "outcome", c.kafka_transactions, {"committed", "aborted"});
+  } else {
+    m.PerLabel("walrelay_offset_writes_total", "counter",
+               "Source positions written to offsets.storage.topic by outcome: written, or "
+               "failed and written again.",
+               "outcome", c.offset_writes, {"written", "failed"});
   }
   m.Single("walrelay_confirmed_flush_lsn", "gauge",
            "LSN last confirmed to PostgreSQL (the slot's confirmed_flush_lsn), as an integer.",

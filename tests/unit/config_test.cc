@@ -412,9 +412,9 @@ TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad va
   CHECK(s->exactly_once.support == ExactlyOnceSupport::kRequested);
   CHECK(s->exactly_once.boundary.mode == TransactionBoundaryMode::kGrouped);
   CHECK(s->exactly_once.boundary.interval == std::chrono::milliseconds(50));
-  CHECK(s->exactly_once.offsets_topic == "offs");
-  CHECK(s->exactly_once.offsets_partitions == 1);
-  CHECK(s->exactly_once.offsets_replication_factor == -1);
+  CHECK(s->offsets.topic == "offs");
+  CHECK(s->offsets.partitions == 1);
+  CHECK(s->offsets.replication_factor == -1);
   CHECK(s->exactly_once.transactional_id == "walrelay-" + s->name);
 
   auto set = Settings(Minimal(on + R"(,"transaction.boundary":"source.commit",)"

@@ -443,9 +443,16 @@ TEST_CASE("pgoutput: logical messages, and a truncate of two tables gives one ch
   for (const auto* m : logical) CHECK(m->content != "rolled back");
 
   std::vector<std::string> truncated;
-  for (const auto& m : messages)
-    if (m.kind == MessageKind::kChange && m.change.op == ChangeOp::kTruncate)
+  int64_t begin_ms = -1;
+  for (const auto& m : messages) {
+    if (m.kind == MessageKind::kBegin) begin_ms = m.begin.commit_time_ms;
+    if (m.kind == MessageKind::kChange && m.change.op == ChangeOp::kTruncate) {
       truncated.push_back(m.change.QualifiedTable());
+      // Its own transaction's commit time, in both units (Debezium's ts_ms and ts_us).
+      CHECK(m.change.commit_time_ms == begin_ms);
+      CHECK(m.change.commit_time_us / 1000 == begin_ms);
+    }
+  }
   CHECK(truncated ==
         std::vector<std::string>{"public.composite", "public.nokey", "public.nothing"});
 }

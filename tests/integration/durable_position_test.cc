@@ -1,0 +1,253 @@
+// The source position kept outside the process (docs/architecture.md "The durable source
+// position"), against a real PostgreSQL and a real Apache Kafka broker: a slot that vanished
+// stops every later process that finds this connector's stored position, not only the one
+// that streamed; an exactly-once restart reads the offsets topic to its real end even while
+// another producer holds a transaction open on it.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "config/relay_settings.h"
+#include "delivery/offset_store.h"
+#include "delivery/source_offsets.h"
+#include "delivery/transactional_producer.h"
+#include "outbox_events.h"
+#include "relay_fixture.h"
+#include "rest_client.h"
+
+using namespace walrelay;
+using namespace walrelay::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kExitSlotGone = 16;
+
+// Terminates the slot's walsender and drops the slot, as an operator (or a failover to a
+// server without it) would; retried while the walsender is still letting go.
+std::string DropSlotUnderRelay(const std::string& slot) {
+  return "DO $$ BEGIN FOR i IN 1..200 LOOP BEGIN "
+         "PERFORM pg_terminate_backend(active_pid) FROM pg_replication_slots "
+         "WHERE slot_name = '" + slot + "' AND active; "
+         "PERFORM pg_drop_replication_slot('" + slot + "'); RETURN; "
+         "EXCEPTION WHEN object_in_use THEN PERFORM pg_sleep(0.05); END; END LOOP; "
+         "RAISE EXCEPTION 'slot % stayed in use', '" + slot + "'; END $$";
+}
+
+int SlotCount(RelayFixture& fx, const std::string& slot) {
+  return std::stoi(fx.Value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
+                            slot + "'"));
+}
+
+std::string Rows(int& seq, int n) {
+  std::string sql = "BEGIN;";
+  for (int i = 0; i < n; ++i) sql += InsertEvent(++seq);
+  return sql + "COMMIT;";
+}
+
+size_t Duplicates(const std::map<int, int>& seen) {
+  size_t duplicates = 0;
+  for (const auto& [s, n] : seen) duplicates += static_cast<size_t>(n - 1);
+  return duplicates;
+}
+
+}  // namespace
+
+TEST_CASE("at least once: a vanished slot stops every later relay of the connector with exit 16") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "durable_gone";
+  const std::string config = fx.WriteConfig(slot, {});
+  const std::string topic = DefaultOffsetsTopic("itest-" + slot);
+
+  // A first start with nothing stored creates the slot; its first confirmation is stored.
+  auto active = fx.StartRelay(config);
+  const std::string active_log = fx.log_path();
+  int seq = 0;
+  fx.Exec(Rows(seq, 20));
+  const Lsn end = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed(slot, end, 30s) >= end);
+  OffsetStore store({{"bootstrap.servers", fx.bootstrap_servers()}}, topic,
+                    SourceOffsetKey("itest-" + slot, "itest"));
+  std::optional<SourceOffset> stored;
+  REQUIRE(Eventually(
+      [&] {
+        auto read = store.ReadLast(10s);
+        if (read.ok()) stored = *read;
+        return stored.has_value();
+      },
+      20s));
+  CHECK(stored->slot == slot);
+  CHECK(stored->timeline == 1);
+
+  // A standby that never streamed waits for the slot.
+  auto standby = fx.SpawnRelay(config);
+  const std::string standby_log = fx.log_path();
+  REQUIRE(devtools::WaitForFileContains(standby_log, "standby:", 20s));
+
+  fx.Exec(DropSlotUnderRelay(slot));
+  auto active_code = active->Wait(30s);
+  REQUIRE(active_code.ok());
+  CHECK(*active_code == kExitSlotGone);
+  // The standby finds the slot missing too: without the stored position it would create a new
+  // slot at the current WAL position and stream on, past the rows committed meanwhile.
+  auto standby_code = standby->Wait(60s);
+  REQUIRE_MESSAGE(standby_code.ok(), ReadWholeFile(standby_log));
+  CHECK_MESSAGE(*standby_code == kExitSlotGone, ReadWholeFile(standby_log));
+  const std::string standby_text = ReadWholeFile(standby_log);
+  CHECK(standby_text.find("replication slot '" + slot + "' this connector streamed from no "
+                          "longer exists") != std::string::npos);
+  CHECK(standby_text.find("offsets topic '" + topic + "' holds this connector's position LSN") !=
+        std::string::npos);
+
+  // Rows committed while no slot exists: no relay can read them any more.
+  const int lost_from = seq + 1;
+  fx.Exec(Rows(seq, 5));
+
+  // A relay started afterwards with the same config (what a supervisor does) stops the same way
+  // and creates no slot.
+  auto [code, output] = fx.RunCommand({"run", "--config", config});
+  CHECK_MESSAGE(code == kExitSlotGone, output);
+  CHECK(output.find("no longer exists") != std::string::npos);
+  CHECK(SlotCount(fx, slot) == 0);
+
+  // The operator's opt-in: the slot is created again, the range at risk named at error level,
+  // and the counter says so.
+  const std::string recreate =
+      fx.WriteConfig(slot, {{"slot.recreate.when.missing", "true"}});
+  auto recreated = fx.StartRelay(recreate);
+  const std::string recreated_log = ReadWholeFile(fx.log_path());
+  CHECK(SlotCount(fx, slot) == 1);
+  const std::regex at_error(
+      "error.*replication slot '" + slot + "' was missing and has been created again.*between "
+      "LSN [0-9A-F/]+ \\(the last stored position\\)");
+  CHECK_MESSAGE(std::regex_search(recreated_log, at_error), recreated_log);
+  const Reply metrics = Http(RestPort(fx), "GET", "/metrics");
+  CHECK_MESSAGE(metrics.body.find("walrelay_slots_recreated_total 1") != std::string::npos,
+                metrics.body);
+  fx.Exec(Rows(seq, 5));
+  auto records = ReadEverySeq(*fx.Reader(), [&] {
+    std::set<int> wanted;
+    for (int s = 1; s <= seq; ++s)
+      if (s < lost_from || s >= lost_from + 5) wanted.insert(s);
+    return wanted;
+  }(), 60s);
+  auto seen = CheckRecords(records);
+  CHECK(seen.size() == static_cast<size_t>(seq - 5));
+  for (int s = lost_from; s < lost_from + 5; ++s) CHECK(seen.count(s) == 0);
+  REQUIRE(recreated->Kill(SIGTERM).ok());
+  REQUIRE(recreated->Wait(20s).ok());
+
+  // slot.drop.on.stop drops the slot on purpose: the stored position goes with it, and the
+  // next start is a first start again.
+  const std::string dropping = fx.WriteConfig(slot, {{"slot.drop.on.stop", "true"}});
+  auto dropper = fx.StartRelay(dropping);
+  REQUIRE(dropper->Kill(SIGTERM).ok());
+  auto dropper_code = dropper->Wait(20s);
+  REQUIRE(dropper_code.ok());
+  CHECK(*dropper_code == 0);
+  REQUIRE(SlotCount(fx, slot) == 0);
+  auto fresh = fx.StartRelay(config);
+  CHECK(SlotCount(fx, slot) == 1);
+  CHECK(fresh->Running());
+  MESSAGE("vanished slot: active relay, standby and a later start all exited "
+          << kExitSlotGone << "; stored position " << stored->lsn_commit.ToString());
+}
+
+TEST_CASE("exactly once: another producer's open transaction on the offsets topic repeats "
+          "nothing") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "eos_shared";
+  const std::string copy = "eos_shared_behind";
+  const std::string offsets_topic = "shared-offsets";
+  // A long boundary keeps each source transaction's records in an open Kafka transaction until
+  // the relay ends its stream: then the slot stands behind what Kafka committed for certain.
+  const std::map<std::string, std::string> eos = {
+      {"exactly.once.support", "required"},
+      {"offsets.storage.topic", offsets_topic},
+      {"transaction.boundary.interval.ms", "600000"}};
+  const std::string config = fx.WriteConfig(slot, eos);
+  auto relay = fx.StartRelay(config);
+  int seq = 0;
+  fx.Exec(Rows(seq, 20));  // stays in the relay's open Kafka transaction
+  auto check_all = [&](const char* when) {
+    auto records = ReadEverySeq(*fx.Reader(), SeqRange(seq), 60s);
+    auto seen = CheckRecords(records);
+    CHECK_MESSAGE(seen.size() == static_cast<size_t>(seq), when << "\n" << Log(fx));
+    CHECK_MESSAGE(Duplicates(seen) == 0, when << "\n" << Log(fx));
+    return Duplicates(seen);
+  };
+
+  // Another connector's producer holds a transaction open on the same offsets topic.
+  auto foreign = TransactionalProducer::Create({{"bootstrap.servers", fx.bootstrap_servers()}},
+                                               "another-connector");
+  REQUIRE(foreign.ok());
+  REQUIRE((*foreign)->InitTransactions(30s).ok());
+  REQUIRE((*foreign)->Begin().ok());
+  Record other;
+  other.topic = offsets_topic;
+  other.partition = 0;
+  other.key = R"(["another-connector",{"server":"elsewhere"}])";
+  other.value = R"({"lsn":1,"lsn_commit":1})";
+  REQUIRE((*foreign)->SendOffset(other).ok());
+  REQUIRE((*foreign)->Flush(30s).ok());
+
+  // A restart through REST commits the open transaction (its offset record now lies behind the
+  // foreign one) and streams again: from what this process committed, not from what
+  // read_committed readers can see of the topic.
+  REQUIRE(Http(RestPort(fx), "POST", "/restart").status == 204);
+  REQUIRE(Eventually([&] { return Count(Log(fx), "streaming slot") >= 2; }, 30s));
+  fx.Exec(Rows(seq, 20));
+  REQUIRE(Http(RestPort(fx), "POST", "/restart").status == 204);
+  REQUIRE(Eventually([&] { return Count(Log(fx), "streaming slot") >= 3; }, 30s));
+  const size_t after_restart = check_all("after two restarts through REST");
+
+  // A new process with the slot put back behind what Kafka committed: it must read the offsets
+  // topic past a foreign transaction that is open when it starts.
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  REQUIRE((*foreign)->Abort(30s).ok());
+  fx.WaitSlotFree(slot);
+  const Lsn behind = fx.ConfirmedFlush(slot);
+  fx.Exec("SELECT pg_copy_logical_replication_slot('" + slot + "', '" + copy + "')");
+  relay = fx.StartRelay(config);
+  fx.Exec(Rows(seq, 20));
+  const Lsn third_end = fx.CurrentWal();
+  REQUIRE(fx.Reader(devtools::IsolationLevel::kReadUncommitted)
+              ->ReadAtLeast(OutboxTopics(), static_cast<size_t>(seq), 30s)
+              .ok());
+  REQUIRE((*foreign)->Begin().ok());
+  REQUIRE((*foreign)->SendOffset(other).ok());
+  REQUIRE((*foreign)->Flush(30s).ok());
+  // The third transaction is committed behind the foreign record, then the relay dies.
+  REQUIRE(Http(RestPort(fx), "POST", "/restart").status == 204);
+  REQUIRE(Eventually([&] { return Count(Log(fx), "streaming slot") >= 2; }, 30s));
+  REQUIRE(relay->Kill(SIGKILL).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  fx.WaitSlotFree(slot);
+  fx.Exec("SELECT pg_drop_replication_slot('" + slot + "')");
+  fx.Exec("SELECT pg_copy_logical_replication_slot('" + copy + "', '" + slot + "')");
+  fx.Exec("SELECT pg_drop_replication_slot('" + copy + "')");
+  REQUIRE(fx.ConfirmedFlush(slot) == behind);
+
+  auto restarted = fx.SpawnRelay(config);
+  std::this_thread::sleep_for(3s);  // the new relay waits for the foreign transaction
+  REQUIRE((*foreign)->Abort(30s).ok());
+  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "streaming slot", 60s));
+  fx.Exec(Rows(seq, 20));
+  CHECK(fx.WaitConfirmed(slot, fx.CurrentWal(), 60s) >= third_end);
+  const size_t after_kill = check_all("after kill -9 with the slot put back");
+  const std::string log = Log(fx);
+  CHECK(log.find("also holds positions of other connectors") != std::string::npos);
+  MESSAGE("exactly once beside a foreign open transaction: " << seq << " rows, duplicates "
+          << after_restart << " after REST restarts, " << after_kill
+          << " after kill -9 with the slot put back at " << behind.ToString());
+  REQUIRE(restarted->Kill(SIGTERM).ok());
+  REQUIRE(restarted->Wait(20s).ok());
+}

@@ -251,11 +251,17 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   // partition at its last stable offset, below the records of any transaction still open on
   // it (another connector sharing the topic, a hung producer), and this relay's own newest
   // offset record may lie past such a transaction: the read is complete only at these ends.
+  // They are asked for by a read_uncommitted client: a read_committed one is told the last
+  // stable offset again.
+  auto end_client = NewClient<HandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+                                             {{"isolation.level", "read_uncommitted"},
+                                              {"allow.auto.create.topics", "false"}});
+  if (!end_client.ok()) return end_client.status();
   std::map<int32_t, int64_t> end_at_start;
   for (int32_t p = 0; p < *partitions; ++p) {
     int64_t low = 0, high = 0;
     const rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(
-        rk, topic_.c_str(), p, &low, &high, TimeoutMs(timeout));
+        end_client->get(), topic_.c_str(), p, &low, &high, TimeoutMs(timeout));
     if (err)
       return Status::Kafka("reading the end of offsets topic '" + topic_ + "' partition " +
                            std::to_string(p) + ": " + rd_kafka_err2str(err));

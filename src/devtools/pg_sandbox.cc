@@ -78,9 +78,9 @@ Result<std::string> FindMajorBinDir(int major) {
     }
   }
   if (best.empty())
-    return Status::Precondition("no PostgreSQL " + std::to_string(major) + " binaries in " + debian +
-                                " or " + cache + "/" + prefix + "*; run scripts/fetch-postgres.sh " +
-                                std::to_string(major));
+    return Status::Precondition("no PostgreSQL " + std::to_string(major) + " binaries in " +
+                                debian + " or " + cache + "/" + prefix +
+                                "*; run scripts/fetch-postgres.sh " + std::to_string(major));
   return best;
 }
 

@@ -355,6 +355,7 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts
       const std::string dir = Trim(libdir->output);
       if (!dir.empty() && !fs::exists(fs::path(dir) / "wal2json.so"))
         return Status::Precondition("wal2json.so not found in " + dir + "; " + kInstallHint);
+      sb->has_wal2json_ = !dir.empty();
     }
   }
 
@@ -645,6 +646,7 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOption
   sb->pg_uid_ = pg_uid_;
   sb->pg_gid_ = pg_gid_;
   sb->standby_ = true;
+  sb->has_wal2json_ = has_wal2json_;
   sb->extra_settings_ = extra_settings_;
   sb->extra_settings_.insert(sb->extra_settings_.end(), opts.extra_settings.begin(),
                              opts.extra_settings.end());

@@ -99,6 +99,9 @@ class PgSandbox {
   // crash recovery.
   Status KillServer();
 
+  // Whether the server has the wal2json output plugin (Debian's builds do; the fetched ones
+  // serve pgoutput only).
+  bool has_wal2json() const { return has_wal2json_; }
   // The server's major version (from server_version_num), e.g. 13 or 17.
   int major_version() const { return major_version_; }
   // The server's current timeline (from the name of the current WAL file; right after a
@@ -159,6 +162,7 @@ class PgSandbox {
   bool run_as_postgres_ = false;  // euid 0: run tools through runuser
   bool running_ = false;
   bool standby_ = false;
+  bool has_wal2json_ = false;
   int major_version_ = 0;
   uid_t pg_uid_ = 0;  // the cluster's owner under euid 0
   gid_t pg_gid_ = 0;

@@ -65,6 +65,15 @@ class RelayFixture {
     bootstrap_servers_ = kafka_->bootstrap_servers();
     CreateTables();
   }
+  // The mock cluster and a PostgreSQL of the caller's choosing (e.g. major 17).
+  explicit RelayFixture(const devtools::PgSandboxOptions& pg_options) {
+    StartPostgres(pg_options);
+    auto kafka = devtools::MockKafka::Start(1);
+    REQUIRE_MESSAGE(kafka.ok(), kafka.status().ToString());
+    kafka_ = std::move(kafka).value();
+    bootstrap_servers_ = kafka_->bootstrap_servers();
+    CreateTables();
+  }
   explicit RelayFixture(const RealBroker& real) {
     StartPostgres();
     auto broker = devtools::KafkaBroker::Start(real.options);
@@ -90,8 +99,7 @@ class RelayFixture {
   const std::string& bootstrap_servers() const { return bootstrap_servers_; }
 
  private:
-  void StartPostgres() {
-    const devtools::PgSandboxOptions opts = SandboxOptionsFromEnv();
+  void StartPostgres(const devtools::PgSandboxOptions& opts = SandboxOptionsFromEnv()) {
     auto pg = devtools::PgSandbox::Start(opts);
     REQUIRE_MESSAGE(pg.ok(), pg.status().ToString());
     pg_ = std::move(pg).value();

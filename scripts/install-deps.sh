@@ -13,6 +13,7 @@ packages=(
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
   openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests
+  unzip xz-utils                 # unpacking other PostgreSQL majors (scripts/fetch-postgres.sh)
 )
 
 missing=()

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One command for every test: install dependencies, fetch the Apache Kafka broker and the Debezium
-# reference, build, and run the unit, mock-cluster integration, real-broker and Debezium
-# differential tests.
+# One command for every test: install dependencies, fetch the Apache Kafka broker, the Debezium
+# reference and the other PostgreSQL majors, build, and run the unit, mock-cluster integration,
+# real-broker and Debezium differential tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/fetch-kafka.sh >/dev/null   # the pinned Apache Kafka broker, once
 bash scripts/fetch-debezium.sh >/dev/null  # the pinned Debezium reference, once
+bash scripts/fetch-postgres.sh >/dev/null  # PostgreSQL 13, 14, 16, 17, 18 builds, once
 bash scripts/build.sh
 cd build
 # Two at a time: the PostgreSQL and mock-cluster suites mostly wait on their servers. The

@@ -31,6 +31,7 @@ enum ExitCode : int {
   kExitPublicationPrivilege = 19,
   kExitFenced = 20,
   kExitOffsetMismatch = 21,
+  kExitSlotWalRemoved = 22,
 };
 
 int ExitCodeFor(const Status& status);

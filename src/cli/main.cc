@@ -53,6 +53,7 @@ int ExitCodeFor(const Status& status) {
     case ErrorCode::kKafkaTls: return kExitKafkaTls;
     case ErrorCode::kKafkaFenced: return kExitFenced;
     case ErrorCode::kOffsetMismatch: return kExitOffsetMismatch;
+    case ErrorCode::kSlotWalRemoved: return kExitSlotWalRemoved;
   }
   return kExitInternal;
 }

@@ -29,6 +29,7 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kKafkaTls: return "kafka TLS error";
     case ErrorCode::kKafkaFenced: return "fenced";
     case ErrorCode::kOffsetMismatch: return "stored offset mismatch";
+    case ErrorCode::kSlotWalRemoved: return "slot WAL removed";
   }
   return "error";
 }

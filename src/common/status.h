@@ -44,6 +44,8 @@ enum class ErrorCode {
   kKafkaFenced,
   // Exactly-once: the offsets topic holds a position of another server or slot.
   kOffsetMismatch,
+  // The slot was invalidated because PostgreSQL removed WAL it needed (max_slot_wal_keep_size).
+  kSlotWalRemoved,
 };
 
 const char* ErrorCodeName(ErrorCode code);

@@ -561,6 +561,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
            {"reconnect.backoff.max.ms", 30000, 1, 3600000, &s.reconnect_backoff_max_ms},
            {"errors.max.retries", -1, -1, INT32_MAX, &s.errors_max_retries},
            {"slot.retry.delay.ms", 10000, 1, 3600000, &s.standby_retry_ms},
+           {"slot.health.interval.ms", 10000, 0, 3600000, &s.slot_health_interval_ms},
+           {"slot.stall.warn.ms", 30000, 1, 86400000, &s.slot_stall_warn_ms},
            {"errors.retry.timeout", -1, -1, INT32_MAX, &s.errors_retry_timeout_ms}}) {
     auto v = p.GetInt(k.key, k.def, k.min, k.max);
     if (!v.ok()) return v.status();

@@ -131,6 +131,11 @@ struct RelaySettings {
   int64_t errors_max_retries = -1;  // consecutive failed reconnects before giving up; -1 = never
   int64_t standby_retry_ms = 10000;  // slot.retry.delay.ms: how often a standby checks the slot
 
+  // Slot health (pg/slot_health.h): how often pg_replication_slots is read (0 = never), and
+  // how long the server may hold the stream back for synchronized_standby_slots unreported.
+  int64_t slot_health_interval_ms = 10000;  // slot.health.interval.ms
+  int64_t slot_stall_warn_ms = 30000;       // slot.stall.warn.ms
+
   // Kafka Connect's error policy for records the chain or Kafka cannot handle.
   bool errors_tolerance_all = false;
   std::string dead_letter_topic;  // errors.deadletterqueue.topic.name; "" = none

@@ -37,7 +37,66 @@ constexpr const char* kInstallHint =
 
 bool IsExecutable(const fs::path& p) { return ::access(p.c_str(), X_OK) == 0; }
 
-Result<std::string> FindBinDir() {
+std::string CacheRoot() {
+  if (const char* c = std::getenv("WALRELAY_CACHE_DIR"); c != nullptr && *c != '\0') return c;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "") + "/.cache/walrelay";
+}
+
+// "13.23.0" -> {13, 23, 0}, for picking the newest cached build of a major.
+std::vector<int> VersionParts(const std::string& v) {
+  std::vector<int> parts;
+  std::istringstream in(v);
+  for (std::string p; std::getline(in, p, '.');) {
+    if (p.empty() || !std::all_of(p.begin(), p.end(), [](unsigned char c) {
+          return std::isdigit(c);
+        }))
+      break;
+    parts.push_back(std::stoi(p.substr(0, 6)));
+  }
+  return parts;
+}
+
+Result<std::string> FindMajorBinDir(int major) {
+  const std::string debian = "/usr/lib/postgresql/" + std::to_string(major) + "/bin";
+  if (IsExecutable(fs::path(debian) / "initdb")) return debian;
+  const std::string cache = CacheRoot();
+  const std::string prefix = "postgres-" + std::to_string(major) + ".";
+  std::string best;
+  std::vector<int> best_version;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(cache, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    // A finished fetch leaves "complete"; a staging directory (postgres-N.M.K.XXXXXX) has none.
+    if (!fs::exists(entry.path() / "complete") || !IsExecutable(entry.path() / "bin" / "initdb"))
+      continue;
+    const auto version = VersionParts(name.substr(std::string("postgres-").size()));
+    if (best.empty() || version > best_version) {
+      best = (entry.path() / "bin").string();
+      best_version = version;
+    }
+  }
+  if (best.empty())
+    return Status::Precondition("no PostgreSQL " + std::to_string(major) + " binaries in " +
+                                debian + " or " + cache + "/" + prefix +
+                                "*; run scripts/fetch-postgres.sh " + std::to_string(major));
+  return best;
+}
+
+Result<std::string> FindBinDir(const PgSandboxOptions& opts) {
+  if (!opts.bin_dir.empty()) {
+    if (!IsExecutable(fs::path(opts.bin_dir) / "initdb"))
+      return Status::Precondition("PgSandboxOptions::bin_dir " + opts.bin_dir +
+                                  " has no executable initdb");
+    return opts.bin_dir;
+  }
+  if (opts.major != 0) {
+    if (opts.major < 10 || opts.major > 99)
+      return Status::Config("PgSandboxOptions::major " + std::to_string(opts.major) +
+                            " is not a PostgreSQL major version");
+    return FindMajorBinDir(opts.major);
+  }
   if (const char* env = std::getenv("WALRELAY_PG_BINDIR"); env != nullptr && *env != '\0') {
     if (!IsExecutable(fs::path(env) / "initdb"))
       return Status::Precondition(std::string("WALRELAY_PG_BINDIR=") + env +
@@ -74,6 +133,77 @@ bool UserCanTraverse(const fs::path& dir, uid_t uid, gid_t gid) {
     if (p == p.root_path()) return true;
     p = p.parent_path();
   }
+}
+
+// The fetched builds live in the cache under $HOME, which the postgres OS user usually cannot
+// enter (/root is 0700). Their trees are relocatable (paths relative to bin/), so a world-
+// readable copy in /tmp serves every sandbox of this machine; it is made once, atomically.
+Result<std::string> MirrorForPostgres(const std::string& bin_dir, uid_t uid, gid_t gid) {
+  const fs::path tree = fs::path(bin_dir).parent_path();
+  const fs::path target = fs::path("/tmp") / ("walrelay-pgbin-" + tree.filename().string());
+  const fs::path marker = target / ".walrelay-mirror-of";
+  if (ReadFile(marker.string()) == tree.string() && IsExecutable(target / "bin" / "initdb"))
+    return (target / "bin").string();
+  std::string tmpl = target.string() + ".XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr)
+    return Status::Internal("cannot create " + tmpl + ": " + std::strerror(errno));
+  const fs::path staging = buf.data();
+  std::error_code ec;
+  fs::copy(tree, staging, fs::copy_options::recursive | fs::copy_options::copy_symlinks, ec);
+  if (!ec) fs::permissions(staging, fs::perms(0755), ec);
+  if (!ec) {
+    std::ofstream out(staging / marker.filename());
+    out << tree.string();
+    if (!out) ec = std::make_error_code(std::errc::io_error);
+  }
+  if (ec) {
+    fs::remove_all(staging, ec);
+    return Status::Internal("cannot copy " + tree.string() + " to " + staging.string());
+  }
+  if (!UserCanTraverse(staging / "bin", uid, gid)) {
+    fs::remove_all(staging, ec);
+    return Status::Internal("copied " + tree.string() + " but the postgres user cannot read it");
+  }
+  if (::rename(staging.c_str(), target.c_str()) != 0) {
+    // Another process finished the same mirror first (or a stale one is in the way).
+    fs::remove_all(staging, ec);
+    if (ReadFile(marker.string()) != tree.string())
+      return Status::Internal("cannot install " + target.string() + " (remove it): " +
+                              std::strerror(errno));
+  }
+  return (target / "bin").string();
+}
+
+// A new walrelay-pg-* directory under $TMPDIR or /tmp that the cluster owner can reach, with
+// room for the unix socket path (sun_path is short).
+Result<std::string> MakeBaseDir(bool as_root, uid_t pg_uid, gid_t pg_gid) {
+  constexpr size_t kSocketSuffix = sizeof("/.s.PGSQL.65535");
+  std::vector<std::string> parents;
+  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') parents.emplace_back(t);
+  parents.emplace_back("/tmp");
+  for (const auto& parent : parents) {
+    std::error_code ec;
+    // Absolute, because the path is matched against the postmaster's command line.
+    const fs::path abs_parent = fs::absolute(parent, ec);
+    if (ec) continue;
+    std::string tmpl = (abs_parent / "walrelay-pg-XXXXXX").string();
+    if (tmpl.size() + kSocketSuffix > sizeof(sockaddr_un::sun_path)) continue;
+    if (as_root && !UserCanTraverse(abs_parent, pg_uid, pg_gid)) continue;
+    std::vector<char> buf(tmpl.begin(), tmpl.end());
+    buf.push_back('\0');
+    if (::mkdtemp(buf.data()) == nullptr) continue;
+    std::string base = buf.data();
+    if (as_root && ::chown(base.c_str(), pg_uid, pg_gid) != 0) {
+      const std::string err = std::strerror(errno);
+      fs::remove_all(base, ec);
+      return Status::Internal("chown " + base + " to postgres: " + err);
+    }
+    return base;
+  }
+  return Status::Internal("cannot create a temporary directory for the sandbox cluster under " +
+                          parents.front() + (parents.size() > 1 ? " or /tmp" : ""));
 }
 
 std::string ShellQuote(const std::string& s) {
@@ -173,7 +303,7 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts
     if (eq == std::string::npos || eq == 0)
       return Status::Config("PgSandbox extra setting '" + s + "' is not name=value");
   }
-  auto bin_dir = FindBinDir();
+  auto bin_dir = FindBinDir(opts);
   if (!bin_dir.ok()) return bin_dir.status();
 
   const bool as_root = ::geteuid() == 0;
@@ -187,43 +317,25 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts
           std::string(kInstallHint));
     pg_uid = pw->pw_uid;
     pg_gid = pw->pw_gid;
+    if (!UserCanTraverse(*bin_dir, pg_uid, pg_gid)) {
+      bin_dir = MirrorForPostgres(*bin_dir, pg_uid, pg_gid);
+      if (!bin_dir.ok()) return bin_dir.status();
+    }
   }
 
-  // The unix socket lives in the directory, and socket paths are limited to sun_path's size.
-  constexpr size_t kSocketSuffix = sizeof("/.s.PGSQL.65535");
-  std::vector<std::string> parents;
-  if (const char* t = std::getenv("TMPDIR"); t != nullptr && *t != '\0') parents.emplace_back(t);
-  parents.emplace_back("/tmp");
-  std::string base;
-  for (const auto& parent : parents) {
-    std::error_code ec;
-    // Absolute, because the path is matched against the postmaster's command line.
-    const fs::path abs_parent = fs::absolute(parent, ec);
-    if (ec) continue;
-    std::string tmpl = (abs_parent / "walrelay-pg-XXXXXX").string();
-    if (tmpl.size() + kSocketSuffix > sizeof(sockaddr_un::sun_path)) continue;
-    if (as_root && !UserCanTraverse(abs_parent, pg_uid, pg_gid)) continue;
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) == nullptr) continue;
-    base = buf.data();
-    break;
-  }
-  if (base.empty())
-    return Status::Internal("cannot create a temporary directory for the sandbox cluster under " +
-                            parents.front() + (parents.size() > 1 ? " or /tmp" : ""));
+  auto base = MakeBaseDir(as_root, pg_uid, pg_gid);
+  if (!base.ok()) return base.status();
 
   // From here on the destructor owns cleanup of the directory and any server.
   std::unique_ptr<PgSandbox> sb(new PgSandbox());
   sb->bin_dir_ = *bin_dir;
-  sb->base_dir_ = base;
-  sb->data_dir_ = base + "/data";
-  sb->log_path_ = base + "/server.log";
+  sb->base_dir_ = *base;
+  sb->data_dir_ = *base + "/data";
+  sb->log_path_ = *base + "/server.log";
   sb->run_as_postgres_ = as_root;
+  sb->pg_uid_ = pg_uid;
+  sb->pg_gid_ = pg_gid;
   sb->extra_settings_ = opts.extra_settings;
-
-  if (as_root && ::chown(base.c_str(), pg_uid, pg_gid) != 0)
-    return Status::Internal("chown " + base + " to postgres: " + std::strerror(errno));
 
   auto init = sb->RunTool("initdb",
                           {"-D", sb->data_dir_, "-A", "trust", "-U", "postgres", "-E", "UTF8",
@@ -234,14 +346,16 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts
     return Status::Internal("initdb failed (exit " + std::to_string(init->exit_code) +
                             "): " + Tail(init->output, 2000));
 
-  // The sandbox only serves wal2json clients; failing here names the missing package, where
-  // slot creation would only say "could not access file".
-  {
+  // Debian's builds serve wal2json clients; failing here names the missing package, where
+  // slot creation would only say "could not access file". The fetched builds have no
+  // pg_config (and no wal2json): they serve pgoutput only.
+  if (IsExecutable(fs::path(sb->bin_dir_) / "pg_config")) {
     auto libdir = sb->RunTool("pg_config", {"--pkglibdir"}, "pg_config.out", 30);
     if (libdir.ok() && libdir->exit_code == 0) {
       const std::string dir = Trim(libdir->output);
       if (!dir.empty() && !fs::exists(fs::path(dir) / "wal2json.so"))
         return Status::Precondition("wal2json.so not found in " + dir + "; " + kInstallHint);
+      sb->has_wal2json_ = !dir.empty();
     }
   }
 
@@ -254,25 +368,40 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::Start(const PgSandboxOptions& opts
     conf << "log_line_prefix = " << ConfQuote(opts.log_prefix) << "\n";
     if (!conf) return Status::Internal("cannot write " + sb->data_dir_ + "/postgresql.conf");
   }
+  WALRELAY_RETURN_IF_ERROR(sb->StartServerRetryingPort());
+  WALRELAY_RETURN_IF_ERROR(sb->ReadMajorVersion());
+  return sb;
+}
 
+Status PgSandbox::StartServerRetryingPort() {
   Status started;
   for (int attempt = 0;; ++attempt) {
-    const size_t log_offset = ReadFile(sb->log_path_).size();
-    started = sb->StartServer();
+    const size_t log_offset = ReadFile(log_path_).size();
+    started = StartServer();
     if (started.ok() || attempt == 3) break;
     // Another process can grab the port between PickFreePort and the server's bind.
-    const std::string log = ReadFile(sb->log_path_);
+    const std::string log = ReadFile(log_path_);
     if (log.size() <= log_offset || log.find("could not bind", log_offset) == std::string::npos)
       break;
     auto retry_port = PickFreePort();
     if (!retry_port.ok()) return retry_port.status();
-    sb->port_ = *retry_port;
-    std::ofstream conf(sb->data_dir_ + "/postgresql.conf", std::ios::app);
-    conf << "port = " << sb->port_ << "\n";  // later lines win
-    if (!conf) return Status::Internal("cannot write " + sb->data_dir_ + "/postgresql.conf");
+    port_ = *retry_port;
+    std::ofstream conf(data_dir_ + "/postgresql.conf", std::ios::app);
+    conf << "port = " << port_ << "\n";  // later lines win
+    if (!conf) return Status::Internal("cannot write " + data_dir_ + "/postgresql.conf");
   }
-  if (!started.ok()) return started;
-  return sb;
+  return started;
+}
+
+Status PgSandbox::ReadMajorVersion() {
+  auto v = QueryValue("SHOW server_version_num");
+  if (!v.ok()) return v.status();
+  try {
+    major_version_ = std::stoi(*v) / 10000;
+  } catch (const std::exception&) {
+    return Status::Internal("unexpected server_version_num '" + *v + "'");
+  }
+  return Status::Ok();
 }
 
 Status PgSandbox::ConfigureCluster() {
@@ -418,6 +547,248 @@ Status PgSandbox::AddHbaLines(const std::vector<std::string>& lines) {
   out.flush();
   if (!out) return Status::Internal("cannot write " + path);
   return Status::Ok();
+}
+
+namespace {
+
+// Files and directories an online copy must not take from a running primary (PostgreSQL's
+// "Making a Base Backup Using the Low Level API"): runtime state, and the primary's WAL and
+// slots, which the standby gets by streaming and by slot synchronization instead.
+bool SkipFile(const std::string& rel) {
+  static const char* const kSkip[] = {"postmaster.pid", "postmaster.opts", "backup_label",
+                                      "tablespace_map", "standby.signal", "recovery.signal"};
+  for (const char* k : kSkip)
+    if (rel == k) return true;
+  const std::string name = fs::path(rel).filename().string();
+  return name == "pg_internal.init" || name.rfind("pgsql_tmp", 0) == 0;
+}
+
+bool EmptyDirInCopy(const std::string& rel, bool copy_wal) {
+  static const char* const kEmpty[] = {"pg_replslot", "pg_stat_tmp", "pg_dynshmem",
+                                       "pg_notify",   "pg_serial",   "pg_snapshots",
+                                       "pg_subtrans"};
+  for (const char* k : kEmpty)
+    if (rel == k) return true;
+  return rel == "pg_wal" && !copy_wal;
+}
+
+}  // namespace
+
+// copy_wal: a cold copy takes the WAL up to the primary's shutdown checkpoint along; an online
+// copy leaves it out and streams everything from the backup's start instead.
+Status PgSandbox::CopyDataDirFrom(const PgSandbox& primary, bool copy_wal) {
+  const fs::path src = primary.data_dir_;
+  const fs::path dst = data_dir_;
+  std::error_code ec;
+  fs::create_directory(dst, ec);
+  if (ec) return Status::Internal("cannot create " + dst.string() + ": " + ec.message());
+  fs::permissions(dst, fs::perms(0700), ec);
+  for (auto it = fs::recursive_directory_iterator(src, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    const fs::path rel = fs::relative(it->path(), src);
+    const std::string r = rel.string();
+    std::error_code fec;
+    if (it->is_directory(fec)) {
+      fs::create_directories(dst / rel, fec);
+      if (fec) return Status::Internal("cannot create " + (dst / rel).string());
+      if (EmptyDirInCopy(r, copy_wal)) it.disable_recursion_pending();
+      continue;
+    }
+    if (SkipFile(r)) continue;
+    fs::copy_file(it->path(), dst / rel, fs::copy_options::overwrite_existing, fec);
+    // A running primary removes files while we copy (temporary files, recycled WAL); WAL
+    // replay from the backup's start makes up for any such race.
+    if (fec && fs::exists(it->path())) {
+      return Status::Internal("cannot copy " + it->path().string() + ": " + fec.message());
+    }
+  }
+  if (ec) return Status::Internal("cannot read " + src.string() + ": " + ec.message());
+  fs::create_directories(dst / "pg_wal" / "archive_status", ec);
+  {
+    std::ofstream sig(dst / "standby.signal");
+    if (!sig) return Status::Internal("cannot write " + (dst / "standby.signal").string());
+  }
+  if (run_as_postgres_) {
+    for (auto it = fs::recursive_directory_iterator(base_dir_, ec); !ec && it != fs::end(it);
+         it.increment(ec)) {
+      if (::lchown(it->path().c_str(), pg_uid_, pg_gid_) != 0)
+        return Status::Internal("chown " + it->path().string() + ": " + std::strerror(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOptions& opts) {
+  if (!running_) return Status::Precondition("StartStandby needs a running primary sandbox");
+  if (opts.slot_name.empty() ||
+      opts.slot_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
+          std::string::npos)
+    return Status::Config("PgStandbyOptions::slot_name '" + opts.slot_name +
+                          "' must be lower-case letters, digits and '_'");
+  for (const auto& s : opts.extra_settings) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return Status::Config("PgStandbyOptions extra setting '" + s + "' is not name=value");
+  }
+  // Reserved now, so the WAL from before the copy stays until the standby has streamed it.
+  WALRELAY_RETURN_IF_ERROR(Exec(
+      "SELECT pg_create_physical_replication_slot('" + opts.slot_name + "', true) WHERE NOT EXISTS "
+      "(SELECT 1 FROM pg_replication_slots WHERE slot_name = '" + opts.slot_name + "')"));
+
+  auto base = MakeBaseDir(run_as_postgres_, pg_uid_, pg_gid_);
+  if (!base.ok()) return base.status();
+  std::unique_ptr<PgSandbox> sb(new PgSandbox());
+  sb->bin_dir_ = bin_dir_;
+  sb->base_dir_ = *base;
+  sb->data_dir_ = *base + "/data";
+  sb->log_path_ = *base + "/server.log";
+  sb->run_as_postgres_ = run_as_postgres_;
+  sb->pg_uid_ = pg_uid_;
+  sb->pg_gid_ = pg_gid_;
+  sb->standby_ = true;
+  sb->has_wal2json_ = has_wal2json_;
+  sb->extra_settings_ = extra_settings_;
+  sb->extra_settings_.insert(sb->extra_settings_.end(), opts.extra_settings.begin(),
+                             opts.extra_settings.end());
+
+  if (opts.cold_copy) {
+    WALRELAY_RETURN_IF_ERROR(Stop());
+    const Status copied = sb->CopyDataDirFrom(*this, true);
+    // The primary comes back whatever the copy did: the caller's test goes on with it.
+    const Status restarted = StartServer();
+    WALRELAY_RETURN_IF_ERROR(copied);
+    WALRELAY_RETURN_IF_ERROR(restarted);
+  } else {
+    // The backup lasts as long as this session: a non-exclusive backup is aborted when the
+    // connection that started it closes.
+    auto conn = Connect(ConnInfo());
+    if (!conn.ok()) return conn.status();
+    const bool new_api = major_version_ >= 15;
+    const std::string start_sql =
+        new_api ? "SELECT pg_backup_start('walrelay standby', true)"
+                : "SELECT pg_start_backup('walrelay standby', true, false)";
+    const std::string stop_sql = new_api ? "SELECT labelfile FROM pg_backup_stop(false)"
+                                         : "SELECT labelfile FROM pg_stop_backup(false, false)";
+    PgResultPtr started(PQexec(conn->get(), start_sql.c_str()));
+    if (!started || PQresultStatus(started.get()) != PGRES_TUPLES_OK)
+      return Status::Internal(start_sql + " failed: " + Trim(PQerrorMessage(conn->get())));
+    WALRELAY_RETURN_IF_ERROR(sb->CopyDataDirFrom(*this, false));
+    PgResultPtr stopped(PQexec(conn->get(), stop_sql.c_str()));
+    if (!stopped || PQresultStatus(stopped.get()) != PGRES_TUPLES_OK ||
+        PQntuples(stopped.get()) != 1)
+      return Status::Internal(stop_sql + " failed: " + Trim(PQerrorMessage(conn->get())));
+    const std::string label(PQgetvalue(stopped.get(), 0, 0), PQgetlength(stopped.get(), 0, 0));
+    const std::string label_path = sb->data_dir_ + "/backup_label";
+    std::ofstream out(label_path, std::ios::trunc);
+    out << label;
+    out.close();
+    if (!out) return Status::Internal("cannot write " + label_path);
+    if (run_as_postgres_ && ::chown(label_path.c_str(), pg_uid_, pg_gid_) != 0)
+      return Status::Internal("chown " + label_path + ": " + std::strerror(errno));
+  }
+
+  auto port = PickFreePort();
+  if (!port.ok()) return port.status();
+  sb->port_ = *port;
+  {
+    std::string conf = "\n# --- walrelay PgSandbox standby ---\n";
+    conf += "port = " + std::to_string(sb->port_) + "\n";
+    conf += "unix_socket_directories = " + ConfQuote(sb->base_dir_) + "\n";
+    conf += "hot_standby = on\n";
+    conf += "primary_conninfo = " +
+            ConfQuote(ConnInfo("postgres") + " application_name=" + opts.slot_name) + "\n";
+    conf += "primary_slot_name = " + ConfQuote(opts.slot_name) + "\n";
+    std::ofstream out(sb->data_dir_ + "/postgresql.conf", std::ios::app);
+    out << conf;
+    if (!out) return Status::Internal("cannot write " + sb->data_dir_ + "/postgresql.conf");
+  }
+  WALRELAY_RETURN_IF_ERROR(sb->StartServerRetryingPort());
+  WALRELAY_RETURN_IF_ERROR(sb->ReadMajorVersion());
+
+  if (opts.wait_streaming) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    const std::string sql =
+        "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND "
+        "application_name = '" + opts.slot_name + "'";
+    while (true) {
+      auto n = QueryValue(sql);
+      if (n.ok() && *n != "0") break;
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::Internal("standby on port " + std::to_string(sb->port_) +
+                                " is not streaming from the primary after 60 s; its log " +
+                                sb->log_path_ + ":\n" + Tail(ReadFile(sb->log_path_), 2000));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return sb;
+}
+
+Status PgSandbox::Promote() {
+  if (!standby_) return Status::Precondition("Promote: this sandbox is not a standby");
+  auto r = RunTool("pg_ctl", {"-D", data_dir_, "-w", "-t", "60", "promote"}, "pg_ctl.log", 90);
+  if (!r.ok()) return r.status();
+  if (r->exit_code != 0)
+    return Status::Internal("pg_ctl promote failed (exit " + std::to_string(r->exit_code) +
+                            "): " + Trim(Tail(r->output, 1000)) + "\nserver log " + log_path_ +
+                            ":\n" + Tail(ReadFile(log_path_), 2000));
+  standby_ = false;
+  return Status::Ok();
+}
+
+Status PgSandbox::KillServer() {
+  const pid_t pm = LivePostmasterPid(data_dir_);
+  running_ = false;
+  if (pm == 0) return Status::Precondition("KillServer: no live postmaster for " + data_dir_);
+  // Stopped first so it forks no new backend while its children are collected.
+  ::kill(pm, SIGSTOP);
+  std::vector<pid_t> victims;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), [](unsigned char c) {
+          return std::isdigit(c);
+        }))
+      continue;
+    const std::string stat = ReadFile(entry.path().string() + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(stat.substr(paren + 1));
+    std::string state;
+    long ppid = 0;
+    if ((rest >> state >> ppid) && ppid == pm) victims.push_back(std::stoi(name));
+  }
+  for (pid_t pid : victims) ::kill(pid, SIGKILL);
+  ::kill(pm, SIGKILL);
+  victims.push_back(pm);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (pid_t pid : victims) {
+    while (ProcessAlive(pid) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (ProcessAlive(pid))
+      return Status::Internal("KillServer: process " + std::to_string(pid) + " survived SIGKILL");
+  }
+  // The dead postmaster may linger as a zombie until init reaps it, and a new postmaster takes
+  // lock files naming a zombie for a live server. The server is known dead: drop its pid file
+  // and socket lock files.
+  std::error_code rm_ec;
+  fs::remove(data_dir_ + "/postmaster.pid", rm_ec);
+  for (const auto& entry : fs::directory_iterator(base_dir_, rm_ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(".s.PGSQL.", 0) == 0) fs::remove(entry.path(), rm_ec);
+  }
+  return Status::Ok();
+}
+
+Result<int> PgSandbox::Timeline() const {
+  auto v = QueryValue(
+      "SELECT CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint()) "
+      "ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::int END");
+  if (!v.ok()) return v.status();
+  try {
+    return std::stoi(*v);
+  } catch (const std::exception&) {
+    return Status::Internal("unexpected timeline '" + *v + "'");
+  }
 }
 
 bool PgSandbox::running() const { return running_ && LivePostmasterPid(data_dir_) != 0; }

@@ -51,9 +51,18 @@ Status RunPreflight(ReplicationConnection& conn, const RelaySettings& settings,
                                 settings.dbname + "'");
   }
   if (slot->wal_status == "lost") {
-    return Status(ErrorCode::kSlotInvalidated, name + " was invalidated (wal_status lost): the WAL it needed is "
-                                "gone. Drop and recreate it; changes after its confirmed LSN " +
-                                slot->confirmed_flush.ToString() + " cannot be read from it");
+    const std::string lost = "changes after its confirmed LSN " +
+                             slot->confirmed_flush.ToString() + " cannot be read from it";
+    if (slot->invalidation_reason == "wal_removed") {
+      return Status(ErrorCode::kSlotWalRemoved,
+                    name + " was invalidated (wal_status lost): PostgreSQL removed WAL it still "
+                    "needed because it retained more than max_slot_wal_keep_size allows. Drop "
+                    "and recreate it; " + lost + "; raise max_slot_wal_keep_size or keep the "
+                    "relay from falling that far behind");
+    }
+    return Status(ErrorCode::kSlotInvalidated,
+                  name + " was invalidated (wal_status lost, " + slot->invalidation_reason +
+                      "): Drop and recreate it; " + lost);
   }
   if (slot->active) {
     return Status(ErrorCode::kSlotInUse, name + " is in use by another process (pid " +

@@ -172,10 +172,14 @@ Result<ServerInfo> ReplicationConnection::InspectServer() {
 }
 
 Result<SlotInfo> ReplicationConnection::InspectSlot(const std::string& slot_name) {
+  const int version = PQserverVersion(conn_.get());
+  const std::string reason = version >= 170000   ? "invalidation_reason"
+                             : version >= 160000 ? "CASE WHEN conflicting THEN 'conflict' END"
+                                                 : "NULL::text";
   auto res = Exec(
       "SELECT plugin, database, active, active_pid, confirmed_flush_lsn::text, "
-      "restart_lsn::text, wal_status FROM pg_replication_slots WHERE slot_name = " +
-          Quote(slot_name),
+      "restart_lsn::text, wal_status, " + reason + " FROM pg_replication_slots "
+      "WHERE slot_name = " + Quote(slot_name),
       PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   SlotInfo info;
@@ -191,6 +195,9 @@ Result<SlotInfo> ReplicationConnection::InspectSlot(const std::string& slot_name
   if (!PQgetisnull(r, 0, 5))
     if (auto l = Lsn::Parse(PQgetvalue(r, 0, 5)); l.ok()) info.restart_lsn = *l;
   info.wal_status = PQgetisnull(r, 0, 6) ? "" : PQgetvalue(r, 0, 6);
+  if (!PQgetisnull(r, 0, 7)) info.invalidation_reason = PQgetvalue(r, 0, 7);
+  if (info.wal_status == "lost" && info.invalidation_reason.empty())
+    info.invalidation_reason = "wal_removed";
   return info;
 }
 

@@ -35,6 +35,9 @@ struct SlotInfo {
   Lsn confirmed_flush;
   Lsn restart_lsn;
   std::string wal_status;  // "reserved", "extended", "unreserved", "lost"
+  // Why a lost slot was invalidated: invalidation_reason on 17+, "conflict" for a conflicting
+  // slot on 16, else "wal_removed" (the only cause before 16).
+  std::string invalidation_reason;
 };
 
 struct ServerInfo {

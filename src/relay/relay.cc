@@ -162,6 +162,7 @@ Status Relay::Run() {
   ArmStatusTimer();
   progress_last_time_ = std::chrono::steady_clock::now();
   ArmProgressTimer();
+  StartSlotHealthWatch();
   TryConnect();
   io_.run();
   state_ = RelayState::kStopped;
@@ -988,6 +989,24 @@ void Relay::RequestStop() {
     if (!stopping_) spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
     BeginShutdown();
   });
+}
+
+// Slot health: a watch of its own (pg/slot_health.h); an invalidated slot stops the relay at
+// once, whatever the replication connection is doing (paused, reconnecting, backpressured).
+void Relay::StartSlotHealthWatch() {
+  if (settings_.slot_health_interval_ms <= 0) return;
+  SlotHealthOptions options;
+  options.pg_params = settings_.pg_params;
+  options.slot_name = settings_.slot_name;
+  options.interval = std::chrono::milliseconds(settings_.slot_health_interval_ms);
+  options.stall_warn = std::chrono::milliseconds(settings_.slot_stall_warn_ms);
+  slot_health_ = SlotHealthWatch::Start(
+      std::move(options), [this] { return confirmed_lsn(); },
+      [this](Status status) { boost::asio::post(io_, [this, status] { Fail(status); }); });
+}
+
+SlotHealthSample Relay::slot_health() const {
+  return slot_health_ ? slot_health_->Latest() : SlotHealthSample{};
 }
 
 void Relay::Fail(Status status) {

@@ -70,6 +70,7 @@
 #include "kafka/delivery_tracker.h"
 #include "kafka/producer.h"
 #include "pg/replication_connection.h"
+#include "pg/slot_health.h"
 #include "pg/source_catalog.h"
 #include "relay/delivery_guarantee.h"
 #include "relay/receive_watch.h"
@@ -127,6 +128,9 @@ class Relay {
   int kafka_queue_length() const;
   // Now minus the commit time of the newest acknowledged record; 0 when idle and caught up.
   double ReplicationLagSeconds() const;
+  // The slot as pg_replication_slots last showed it (read_ok false: not read yet, or off).
+  SlotHealthSample slot_health() const;
+  uint64_t slot_stalls() const { return slot_health_ ? slot_health_->stalls() : 0; }
 
  private:
   void TryConnect();
@@ -207,6 +211,7 @@ class Relay {
   void ConfirmWhenCaughtUp();
   bool Backpressured() const;
   void Fail(Status status);
+  void StartSlotHealthWatch();
   // Keeps the first failure as the relay's; logs it.
   void RecordFailure(Status status);
   std::string SlotStaysConfirmed() const;
@@ -303,6 +308,8 @@ class Relay {
   std::chrono::steady_clock::time_point stall_since_;
   std::atomic<uint64_t> confirmed_lsn_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
+  // Declared last so it stops (and joins its thread) before anything it reports on goes.
+  std::unique_ptr<SlotHealthWatch> slot_health_;
 };
 
 }  // namespace walrelay

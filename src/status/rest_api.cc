@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config/connector_config.h"
+#include "status/slot_metrics.h"
 
 namespace walrelay {
 namespace {
@@ -212,6 +213,7 @@ HttpResponse RestApi::ConnectorStatus() const {
   w.EndArray();
   w.Key("type");
   w.String("source");
+  WriteSlotHealthJson(w, relay_.settings().slot_name, relay_.slot_health());
   w.EndObject();
   return Json(200, buffer);
 }
@@ -347,6 +349,7 @@ HttpResponse RestApi::Metrics() const {
   m.Single("walrelay_rest_accept_errors_total", "counter",
            "Failed accept() calls of the REST listener (e.g. out of file descriptors).",
            server_ ? server_->accept_errors() : uint64_t{0});
+  WriteSlotHealthMetrics(m, relay_.slot_health(), relay_.slot_stalls());
   return {200, "text/plain; version=0.0.4; charset=utf-8", m.text()};
 }
 

@@ -42,6 +42,9 @@ bool PidAlive(pid_t pid) {
 std::string Val(const Result<std::string>& r) {
   return r.ok() ? r.value() : "ERROR: " + r.status().ToString();
 }
+std::string Val(const Result<int>& r) {
+  return r.ok() ? std::to_string(r.value()) : "ERROR: " + r.status().ToString();
+}
 
 std::string TempPath(const std::string& name) {
   return (fs::temp_directory_path() / (name + "-" + std::to_string(::getpid()))).string();
@@ -280,6 +283,132 @@ TEST_CASE("PgSandbox: cleanup while unwinding an exception; bad settings") {
   REQUIRE_FALSE(failed.ok());
   CHECK_MESSAGE(failed.status().message().find("no_such_guc_setting") != std::string::npos,
                 failed.status().message());
+}
+
+// Polls `sql` on `pg` until it returns `want` (or 30 s pass); returns the last value seen.
+std::string WaitValue(const PgSandbox& pg, const std::string& sql, const std::string& want) {
+  std::string last;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    last = Val(pg.QueryValue(sql));
+    if (last == want) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  return last;
+}
+
+TEST_CASE("PgSandbox: online standby streams; kill -9 of the primary; promotion, new timeline") {
+  auto primary_r = PgSandbox::Start();
+  REQUIRE_MESSAGE(primary_r.ok(), primary_r.status().ToString());
+  PgSandbox& primary = **primary_r;
+  CHECK(primary.major_version() >= 15);
+  REQUIRE(primary.Exec("create table t(id int primary key, v text);"
+                       "insert into t select g, 'before' from generate_series(1, 100) g")
+              .ok());
+  CHECK(Val(primary.Timeline()) == "1");
+  CHECK(primary.Promote().code() == ErrorCode::kPrecondition);  // not a standby
+
+  PgStandbyOptions bad;
+  bad.slot_name = "Bad-Name";
+  CHECK(primary.StartStandby(bad).status().code() == ErrorCode::kConfig);
+
+  PgStandbyOptions so;
+  so.slot_name = "standby1";
+  so.extra_settings = {"hot_standby_feedback=on"};
+  auto standby_r = primary.StartStandby(so);
+  REQUIRE_MESSAGE(standby_r.ok(), standby_r.status().ToString());
+  PgSandbox& standby = **standby_r;
+  CHECK(standby.port() != primary.port());
+  CHECK(standby.base_dir() != primary.base_dir());
+  CHECK(Val(standby.QueryValue("select pg_is_in_recovery()")) == "t");
+  CHECK(Val(standby.QueryValue("show hot_standby_feedback")) == "on");
+  CHECK(Val(standby.QueryValue("show primary_conninfo")).find("dbname=postgres") !=
+        std::string::npos);
+  CHECK(Val(primary.QueryValue("select active from pg_replication_slots "
+                               "where slot_name = 'standby1' and slot_type = 'physical'")) == "t");
+  CHECK(WaitValue(standby, "select count(*) from t", "100") == "100");
+
+  // Rows written while the standby runs arrive by streaming.
+  REQUIRE(primary.Exec("insert into t select g, 'after' from generate_series(101, 200) g").ok());
+  CHECK(WaitValue(standby, "select count(*) from t where v = 'after'", "100") == "100");
+  CHECK(Val(primary.QueryValue("select state from pg_stat_replication "
+                               "where application_name = 'standby1'")) == "streaming");
+  // Read-only while in recovery.
+  CHECK_FALSE(standby.Exec("insert into t values (0, 'x')").ok());
+
+  // A crash of the primary: every process gone at once, clients cut off.
+  const pid_t pm = std::stoi(ReadFile(primary.data_dir() + "/postmaster.pid"));
+  REQUIRE(primary.KillServer().ok());
+  CHECK_FALSE(primary.running());
+  CHECK_FALSE(PidAlive(pm));
+  CHECK(primary.Exec("select 1").code() == ErrorCode::kConnection);
+  CHECK(primary.KillServer().code() == ErrorCode::kPrecondition);
+
+  auto promoted = standby.Promote();
+  REQUIRE_MESSAGE(promoted.ok(), promoted.ToString());
+  CHECK(Val(standby.QueryValue("select pg_is_in_recovery()")) == "f");
+  CHECK(Val(standby.Timeline()) == "2");
+  REQUIRE(standby.Exec("insert into t values (201, 'promoted')").ok());
+  CHECK(Val(standby.QueryValue("select count(*) from t")) == "201");
+  CHECK(standby.Promote().code() == ErrorCode::kPrecondition);
+
+  // The killed primary recovers from the crash on restart, still on timeline 1.
+  auto restarted = primary.Restart();
+  REQUIRE_MESSAGE(restarted.ok(), restarted.ToString());
+  CHECK(Val(primary.QueryValue("select count(*) from t")) == "200");
+  CHECK(Val(primary.Timeline()) == "1");
+}
+
+TEST_CASE("PgSandbox 17: cold-copy standby synchronizes a failover slot; promotion keeps it") {
+  PgSandboxOptions po;
+  po.major = 17;
+  auto primary_r = PgSandbox::Start(po);
+  REQUIRE_MESSAGE(primary_r.ok(), primary_r.status().ToString());
+  PgSandbox& primary = **primary_r;
+  REQUIRE(primary.major_version() == 17);
+  REQUIRE(primary.Exec("create table t(id int primary key)").ok());
+
+  PgStandbyOptions so;
+  so.slot_name = "standby17";
+  so.cold_copy = true;
+  so.extra_settings = {"sync_replication_slots=on", "hot_standby_feedback=on"};
+  auto standby_r = primary.StartStandby(so);
+  REQUIRE_MESSAGE(standby_r.ok(), standby_r.status().ToString());
+  PgSandbox& standby = **standby_r;
+  CHECK(primary.running());  // back after the cold copy
+  CHECK(standby.major_version() == 17);
+
+  // slot name, plugin, temporary, two-phase, failover
+  REQUIRE(primary.Exec("select pg_create_logical_replication_slot('fs', 'pgoutput', false, "
+                       "false, true)")
+              .ok());
+  REQUIRE(primary.Exec("insert into t select generate_series(1, 10)").ok());
+  // The standby's copy stays temporary until the primary's slot moves past the position the
+  // copy reserved: a logged standby snapshot and an advance of the slot (as a consumer would)
+  // make it sync-ready at once.
+  std::string synced;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    REQUIRE(primary.Exec("select pg_log_standby_snapshot()").ok());
+    REQUIRE(primary.Exec("select pg_replication_slot_advance('fs', pg_current_wal_lsn())").ok());
+    synced = Val(standby.QueryValue(
+        "select synced::text || '/' || temporary::text || '/' || failover::text "
+        "from pg_replication_slots where slot_name = 'fs'"));
+    if (synced == "true/false/true") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(synced == "true/false/true");
+
+  REQUIRE(primary.KillServer().ok());
+  auto promoted = standby.Promote();
+  REQUIRE_MESSAGE(promoted.ok(), promoted.ToString());
+  CHECK(Val(standby.Timeline()) == "2");
+  CHECK(Val(standby.QueryValue("select count(*) from t")) == "10");
+  // The synchronized slot now decodes on the new primary.
+  REQUIRE(standby.Exec("insert into t values (11)").ok());
+  CHECK(Val(standby.QueryValue("select count(*) from pg_logical_slot_peek_binary_changes('fs', "
+                               "null, null, 'proto_version', '1', 'publication_names', 'p') "
+                               "where false")) == "0");
 }
 
 // ---------------------------------------------------------------------------------------------

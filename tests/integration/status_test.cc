@@ -122,9 +122,11 @@ TEST_CASE("REST API: Kafka Connect shapes, masked config, errors, metrics match 
   const std::string worker = "127.0.0.1:" + std::to_string(port);
   r = get("GET", "/connectors/itest-rest/status");
   CHECK(r.status == 200);
-  CHECK(r.body == "{\"name\":\"itest-rest\",\"connector\":{\"state\":\"RUNNING\",\"worker_id\":\"" +
-                      worker + "\"},\"tasks\":[{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" +
-                      worker + "\"}],\"type\":\"source\"}");
+  // Kafka Connect's fields, then walrelay's slot health (docs/operations.md).
+  CHECK(r.body.rfind("{\"name\":\"itest-rest\",\"connector\":{\"state\":\"RUNNING\",\"worker_id\":\"" +
+                         worker + "\"},\"tasks\":[{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" +
+                         worker + "\"}],\"type\":\"source\",\"slot\":{\"name\":\"rest\"",
+                     0) == 0);
   r = get("GET", "/connectors/itest-rest/tasks/0/status");
   CHECK(r.status == 200);
   CHECK(r.body == "{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" + worker + "\"}");

@@ -13,6 +13,7 @@ packages=(
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
   openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests
+  podman runc debootstrap        # the container image test (tests/container/container_test.sh)
 )
 
 missing=()

@@ -125,9 +125,9 @@ cat >"$WORK/connector.json" <<JSON
 }
 JSON
 chmod 644 "$WORK/connector.json"  # read by the container's user, uid 10001
-# --health-interval disable: podman would run the HEALTHCHECK from a systemd timer, and this
-# machine has no systemd; the check is run by hand below.
-"${PODMAN[@]}" run -d --name "$NAME" --network host "${LIMITS[@]}" --health-interval disable \
+# --no-healthcheck: podman would run the HEALTHCHECK from a systemd timer, and this machine
+# has no systemd; its curl is run by hand below.
+"${PODMAN[@]}" run -d --name "$NAME" --network host "${LIMITS[@]}" --no-healthcheck \
   -v "$WORK/connector.json:/etc/walrelay/connector.json:ro" "$IMAGE" >/dev/null
 health=""
 for _ in $(seq 300); do

@@ -63,14 +63,29 @@ seconds_since() { echo $(($(date +%s) - $1)); }
 t=$(date +%s)
 bash "$SRC/scripts/container-base.sh"
 base_s=$(seconds_since "$t")
+image_id() { "${PODMAN[@]}" image inspect --format '{{.Id}}' "$1" 2>/dev/null || true; }
+build() {  # extra podman build arguments...
+  # --format docker keeps the HEALTHCHECK, which OCI images cannot carry.
+  "${PODMAN[@]}" build --pull=never --network host "${LIMITS[@]}" --format docker \
+    -f "$SRC/docker/Dockerfile" "$@" "$SRC" >>"$WORK/build.log" 2>&1 || {
+    tail -40 "$WORK/build.log" >&2
+    fail "podman build failed"
+  }
+}
 t=$(date +%s)
 log "podman build -f docker/Dockerfile (log: build.log on failure)"
-# --format docker keeps the HEALTHCHECK, which OCI images cannot carry.
-if ! "${PODMAN[@]}" build --pull=never --network host "${LIMITS[@]}" --format docker \
-    -f "$SRC/docker/Dockerfile" -t "$IMAGE" "$SRC" >"$WORK/build.log" 2>&1; then
-  tail -40 "$WORK/build.log" >&2
-  fail "podman build failed"
-fi
+# The build stage is tagged too (a cache hit, no second compile), so its layers (the apt step,
+# the compile) stay for the next run while this test's images of earlier sources are removed:
+# each is close to 1 GB.
+STAGE=$IMAGE-build-stage
+old_ids=("$(image_id "$IMAGE")" "$(image_id "$STAGE")")
+build -t "$IMAGE"
+build --target build -t "$STAGE"
+for id in "${old_ids[@]}"; do
+  if [[ -n $id && $id != "$(image_id "$IMAGE")" && $id != "$(image_id "$STAGE")" ]]; then
+    "${PODMAN[@]}" rmi "$id" >/dev/null 2>&1 || true
+  fi
+done
 build_s=$(seconds_since "$t")
 size_bytes=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
 log "image $IMAGE: $((size_bytes / 1000000)) MB, built in ${build_s} s"

@@ -14,6 +14,7 @@ packages=(
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
   openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests
   unzip xz-utils                 # unpacking other PostgreSQL majors (scripts/fetch-postgres.sh)
+  podman runc debootstrap        # the container image test (tests/container/container_test.sh)
 )
 
 missing=()

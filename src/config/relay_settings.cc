@@ -364,6 +364,9 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   s.listener = *listener;
   if (Status st = ParseHttpsFiles(p, config.provider_keys, s.listener); !st.ok()) return st;
   if (Status st = ParseRestAuth(p, s.rest_auth); !st.ok()) return st;
+  auto max_connections = p.GetInt("rest.max.connections", s.listener.max_connections, 1, 10000);
+  if (!max_connections.ok()) return max_connections.status();
+  s.listener.max_connections = static_cast<int>(*max_connections);
   if (p.Get("log.level")) {
     auto checked = p.GetEnum("log.level", "info", {"trace", "debug", "info", "warn", "error", "off"});
     if (!checked.ok()) return checked.status();

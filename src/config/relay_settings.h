@@ -25,6 +25,8 @@ struct ListenerAddress {
   bool https = false;
   std::string certificate_path;  // listeners.https.ssl.certificate.location (chain, leaf first)
   std::string key_path;          // listeners.https.ssl.key.location (unencrypted)
+  // rest.max.connections: connections served at once; more are answered 503 and closed.
+  int max_connections = 64;
 
   const char* scheme() const { return https ? "https" : "http"; }
   // 127.0.0.0/8 or ::1: only processes of this host can connect.

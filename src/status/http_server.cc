@@ -23,6 +23,18 @@ constexpr auto kIdleTimeout = std::chrono::seconds(30);
 constexpr auto kTlsShutdownTimeout = std::chrono::seconds(5);
 constexpr auto kAcceptWarningInterval = std::chrono::seconds(10);
 constexpr uint64_t kMaxBodyBytes = 64 * 1024;
+// What a connection over rest.max.connections is told before it is closed (http only).
+const std::string& TooManyConnectionsResponse() {
+  static const std::string kResponse = [] {
+    const std::string body =
+        R"({"error_code":503,"message":"too many connections to the REST API )"
+        R"((rest.max.connections); retry once one has closed"})";
+    return "HTTP/1.1 503 Service Unavailable\r\nServer: walrelay\r\n"
+           "Content-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\n"
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }();
+  return kResponse;
+}
 
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
@@ -35,10 +47,17 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
   Session(tcp::socket socket, std::shared_ptr<HttpServer::Handler> handler,
-          std::shared_ptr<ssl::context> tls)
+          std::shared_ptr<ssl::context> tls, std::shared_ptr<int> open_connections)
       : stream_(MakeStream(std::move(socket), tls.get())),
         handler_(std::move(handler)),
-        tls_(std::move(tls)) {}
+        tls_(std::move(tls)),
+        open_connections_(std::move(open_connections)) {
+    ++*open_connections_;
+  }
+  // The last handler holding the session has run: the connection is closed.
+  ~Session() { --*open_connections_; }
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void Start() {
     if constexpr (kTls) {
@@ -84,6 +103,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (auto auth = request.find(http::field::authorization); auth != request.end()) {
       input.authorization = std::string(auth->value());
     }
+    if (auto origin = request.find(http::field::origin); origin != request.end()) {
+      input.origin = std::string(origin->value());
+    }
+    if (auto site = request.find("Sec-Fetch-Site"); site != request.end()) {
+      input.sec_fetch_site = std::string(site->value());
+    }
     HttpResponse answer = (*handler_)(input);
     auto response = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(answer.status), request.version());
@@ -120,6 +145,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::shared_ptr<HttpServer::Handler> handler_;
   std::shared_ptr<ssl::context> tls_;  // outlives stream_'s SSL object
+  std::shared_ptr<int> open_connections_;
 };
 
 // Why OpenSSL refused a PEM file: Asio took the first error off OpenSSL's queue into `ec`;
@@ -186,6 +212,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Start(boost::asio::io_context& i
                                                       const ListenerAddress& address,
                                                       Handler handler) {
   std::unique_ptr<HttpServer> server(new HttpServer(io, std::move(handler)));
+  server->max_connections_ = address.max_connections;
   if (address.https) {
     auto tls = LoadTls(address);
     if (!tls.ok()) return tls.status();
@@ -219,13 +246,42 @@ void HttpServer::Accept() {
   acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
     if (ec == boost::asio::error::operation_aborted || !acceptor_.is_open()) return;
     if (ec) return RetryAcceptLater(ec);
-    if (tls_) {
-      std::make_shared<Session<TlsStream>>(std::move(socket), handler_, tls_)->Start();
+    if (*open_connections_ >= max_connections_) {
+      RefuseConnection(std::move(socket));
+    } else if (tls_) {
+      std::make_shared<Session<TlsStream>>(std::move(socket), handler_, tls_, open_connections_)
+          ->Start();
     } else {
-      std::make_shared<Session<PlainStream>>(std::move(socket), handler_, nullptr)->Start();
+      std::make_shared<Session<PlainStream>>(std::move(socket), handler_, nullptr,
+                                             open_connections_)
+          ->Start();
     }
     Accept();
   });
+}
+
+void HttpServer::RefuseConnection(tcp::socket socket) {
+  boost::system::error_code ignored;
+  if (!tls_) {
+    // A fresh socket's send buffer is empty, so this small write completes at once or not at
+    // all; it must never wait on the loop thread.
+    socket.non_blocking(true, ignored);
+    socket.write_some(boost::asio::buffer(TooManyConnectionsResponse()), ignored);
+    socket.shutdown(tcp::socket::shutdown_send, ignored);
+  }
+  const auto peer = socket.remote_endpoint(ignored);
+  socket.close(ignored);
+  connections_refused_.fetch_add(1, std::memory_order_relaxed);
+  ++connections_refused_unreported_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_refusal_warning_) {
+    spdlog::warn("REST API: refused {} connection(s) since the last warning, last from {}: "
+                 "{} are open, the most rest.max.connections allows; connections already open "
+                 "are served (walrelay_rest_connections_refused_total counts refusals)",
+                 connections_refused_unreported_, peer.address().to_string(), max_connections_);
+    connections_refused_unreported_ = 0;
+    next_refusal_warning_ = now + kAcceptWarningInterval;
+  }
 }
 
 void HttpServer::RetryAcceptLater(const boost::system::error_code& error) {

@@ -14,6 +14,12 @@
 // once, forever, at full CPU. The server instead logs (at most every 10 s, with a count) and
 // retries after 100 ms; connections already open are served meanwhile, and the queued ones
 // once descriptors are free again.
+//
+// At most `max_connections` (rest.max.connections) connections are served at once, so idle or
+// slow clients cannot hold every descriptor of the relay. One more is accepted and closed at
+// once: on http after a best-effort `503` (it is sent before the request is read), on https
+// without an answer (no handshake is spent on it). Refusals are counted and logged at most every
+// 10 s with a count; the connections already open are served as before.
 #pragma once
 
 #include <atomic>
@@ -42,6 +48,9 @@ struct HttpRequest {
   std::string path;    // target without the query string
   std::optional<std::string> host = std::nullopt;  // the Host header, if any
   std::string authorization = {};                  // the Authorization header; "" if none
+  // Set by browsers (never by curl): where the request comes from, to refuse cross-site ones.
+  std::optional<std::string> origin = std::nullopt;          // the Origin header, if any
+  std::optional<std::string> sec_fetch_site = std::nullopt;  // the Sec-Fetch-Site header
 };
 
 struct HttpResponse {
@@ -66,6 +75,12 @@ class HttpServer {
   std::string HostPort() const;
   // accept() calls that failed since the start; read from any thread.
   uint64_t accept_errors() const { return accept_errors_.load(std::memory_order_relaxed); }
+  // Connections refused for rest.max.connections since the start; read from any thread.
+  uint64_t connections_refused() const {
+    return connections_refused_.load(std::memory_order_relaxed);
+  }
+  // Connections being served now; read on the loop thread.
+  int open_connections() const { return *open_connections_; }
 
   static constexpr std::chrono::milliseconds kAcceptRetryDelay{100};
 
@@ -73,12 +88,19 @@ class HttpServer {
   HttpServer(boost::asio::io_context& io, Handler handler);
   void Accept();
   void RetryAcceptLater(const boost::system::error_code& error);
+  void RefuseConnection(boost::asio::ip::tcp::socket socket);
 
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
   std::shared_ptr<Handler> handler_;               // shared with live sessions
   std::shared_ptr<boost::asio::ssl::context> tls_;  // null for http; shared with live sessions
   uint16_t port_ = 0;
+  int max_connections_ = 1;
+  // Shared with live sessions, which decrement it when they end (possibly after the server).
+  std::shared_ptr<int> open_connections_ = std::make_shared<int>(0);
+  std::atomic<uint64_t> connections_refused_{0};
+  uint64_t connections_refused_unreported_ = 0;
+  std::chrono::steady_clock::time_point next_refusal_warning_{};
   std::atomic<uint64_t> accept_errors_{0};
   uint64_t accept_errors_unreported_ = 0;
   std::chrono::steady_clock::time_point next_accept_warning_{};

@@ -5,6 +5,8 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <spdlog/spdlog.h>
+
 #include <array>
 
 #include "config/properties.h"
@@ -51,6 +53,27 @@ std::string HostName(const std::string& host_header) {
   return host;
 }
 
+// "http://Example.com:80" -> "example.com", "https://h:8443" -> "h:8443": the host[:port] an
+// Origin names, without the scheme's default port, as a Host header carries it; "" for "null"
+// or anything that is not scheme://authority.
+std::string OriginAuthority(const std::string& origin) {
+  const std::string value = ToLower(Trim(origin));
+  const auto separator = value.find("://");
+  if (separator == std::string::npos || separator == 0) return "";
+  const std::string scheme = value.substr(0, separator);
+  std::string authority = value.substr(separator + 3);
+  if (authority.empty() || authority.find_first_of("/?#@ ") != std::string::npos) return "";
+  const std::string default_port = scheme == "https" ? ":443" : scheme == "http" ? ":80" : "";
+  if (!default_port.empty() && authority.size() > default_port.size() &&
+      authority.compare(authority.size() - default_port.size(), default_port.size(),
+                        default_port) == 0) {
+    authority.resize(authority.size() - default_port.size());
+  }
+  return authority;
+}
+
+constexpr auto kCrossSiteWarningInterval = std::chrono::seconds(10);
+
 }  // namespace
 
 HttpResponse KafkaConnectError(int status, const std::string& message) {
@@ -66,7 +89,8 @@ HttpResponse KafkaConnectError(int status, const std::string& message) {
 }
 
 const std::vector<std::string>& RestAccess::RefusalReasons() {
-  static const std::vector<std::string> kReasons = {"host", "unauthorized", "no_credentials"};
+  static const std::vector<std::string> kReasons = {"host", "cross_site", "unauthorized",
+                                                    "no_credentials"};
   return kReasons;
 }
 
@@ -92,7 +116,43 @@ std::optional<HttpResponse> RestAccess::CheckRequest(const HttpRequest& request)
                "the name to rest.allowed.hosts");
 }
 
+std::optional<HttpResponse> RestAccess::CheckSameOrigin(const HttpRequest& request) {
+  // Sec-Fetch-Site is the browser's own verdict and covers what Origin cannot (Origin: null
+  // from sandboxed frames, redirects); without it, compare Origin with the Host the browser
+  // connected to. A request with neither did not come from a browser's page.
+  std::string why;
+  if (request.sec_fetch_site) {
+    const std::string site = ToLower(Trim(*request.sec_fetch_site));
+    if (site == "same-origin" || site == "none") return std::nullopt;
+    why = "Sec-Fetch-Site: " + site;
+  } else if (!request.origin) {
+    return std::nullopt;
+  } else {
+    const std::string origin = OriginAuthority(*request.origin);
+    const std::string host = request.host ? ToLower(Trim(*request.host)) : "";
+    if (!origin.empty() && origin == host) return std::nullopt;
+    why = "Origin '" + Trim(*request.origin) + "' is not this listener's Host '" +
+          (request.host ? *request.host : "") + "'";
+  }
+  ++refusals_["cross_site"];
+  ++cross_site_unreported_;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= next_cross_site_warning_) {
+    spdlog::warn("REST API on {}: refused {} cross-site change request(s) since the last "
+                 "warning, last {} {} ({}); a web page open in a browser tried to change the "
+                 "relay", listener_text_, cross_site_unreported_, request.method, request.path,
+                 why);
+    cross_site_unreported_ = 0;
+    next_cross_site_warning_ = now + kCrossSiteWarningInterval;
+  }
+  return KafkaConnectError(
+      403, "cross-site request refused (" + why + "): pause, resume and restart are not "
+           "accepted from a web page of another origin; send them without an Origin header, "
+           "as curl and Kafka Connect tools do");
+}
+
 std::optional<HttpResponse> RestAccess::CheckChange(const HttpRequest& request) {
+  if (auto refusal = CheckSameOrigin(request)) return refusal;
   if (!auth_.HasCredentials()) {
     if (loopback_) return std::nullopt;
     ++refusals_["no_credentials"];

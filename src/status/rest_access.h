@@ -13,10 +13,19 @@
 //   basic credentials (rest.auth.basic.*) whenever either is configured, on any listener;
 //   missing or wrong ones get 401 with WWW-Authenticate. With none configured, changes are
 //   allowed on a loopback listener and refused with 403, naming the keys to set, on any other.
+// - A change sent by a web page of another origin is refused with 403 on every listener,
+//   before credentials are looked at (a browser may add basic credentials it remembers, and on
+//   a loopback listener there are often none): `Sec-Fetch-Site` other than same-origin or none,
+//   or else an `Origin` whose host[:port] is not the request's Host. Browsers send one or both
+//   with every cross-site POST or PUT and page scripts cannot forge them; clients that send
+//   neither (curl, Kafka Connect tooling, scripts) are not affected. A browser page may still
+//   read status: it cannot change anything, and without CORS headers it cannot read answers.
 // - Credentials are compared in constant time and never appear in answers or logs.
-// Refusals are counted by reason ("host", "unauthorized", "no_credentials") for /metrics.
+// Refusals are counted by reason ("host", "cross_site", "unauthorized", "no_credentials") for
+// /metrics; cross-site ones are also logged, at most every 10 s with a count.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -48,6 +57,7 @@ class RestAccess {
 
  private:
   bool HostAllowed(const std::string& host) const;
+  std::optional<HttpResponse> CheckSameOrigin(const HttpRequest& request);
   bool CredentialsMatch(const std::string& authorization) const;
 
   const RestAuthSettings auth_;
@@ -55,6 +65,8 @@ class RestAccess {
   const std::string listener_text_;  // e.g. http://0.0.0.0:8083, for messages
   std::string basic_expected_;       // base64("user:password"), as clients send it
   std::map<std::string, uint64_t> refusals_;
+  uint64_t cross_site_unreported_ = 0;
+  std::chrono::steady_clock::time_point next_cross_site_warning_{};
 };
 
 }  // namespace walrelay

@@ -342,14 +342,21 @@ HttpResponse RestApi::Metrics() const {
            static_cast<uint64_t>(
                relay_.connected() && relay_.producer_ready() && relay_.failure().ok() ? 1 : 0));
   m.PerLabel("walrelay_rest_requests_refused_total", "counter",
-             "REST requests refused: a Host a loopback listener does not accept (host), missing "
-             "or wrong credentials (unauthorized), a change on a non-loopback listener without "
+             "REST requests refused: a Host a loopback listener does not accept (host), a "
+             "change sent by a web page of another origin (cross_site), missing or wrong "
+             "credentials (unauthorized), a change on a non-loopback listener without "
              "credentials configured (no_credentials).",
              "reason", access_.refusals(), RestAccess::RefusalReasons());
   m.Single("walrelay_rest_accept_errors_total", "counter",
            "Failed accept() calls of the REST listener (e.g. out of file descriptors).",
            server_ ? server_->accept_errors() : uint64_t{0});
   WriteSlotHealthMetrics(m, relay_.slot_health(), relay_.slot_stalls());
+  m.Single("walrelay_rest_connections_refused_total", "counter",
+           "REST connections closed at once because rest.max.connections were open.",
+           server_ ? server_->connections_refused() : uint64_t{0});
+  m.Single("walrelay_rest_connections_open", "gauge",
+           "REST connections being served, this scrape's included.",
+           static_cast<uint64_t>(server_ ? server_->open_connections() : 0));
   return {200, "text/plain; version=0.0.4; charset=utf-8", m.text()};
 }
 

@@ -1,7 +1,9 @@
 // Who may use the REST API, and how it is served: credentials for pause, resume and restart
 // (bearer token and basic auth, refused with 401 or, on a non-loopback listener without any,
-// 403), reads open to everyone, the Host check of a loopback listener, an https listener, and
-// an accept loop that neither spins nor stops when the process runs out of file descriptors.
+// 403), reads open to everyone, the Host check of a loopback listener, changes refused when a
+// browser sends them from another origin, the bound on concurrent connections, an https
+// listener, and an accept loop that neither spins nor stops when the process runs out of file
+// descriptors.
 // Relays run against real PostgreSQL and the mock Kafka cluster; the accept test runs an
 // HttpServer in this process.
 #include <dirent.h>
@@ -251,6 +253,192 @@ TEST_CASE("REST on a non-loopback listener without credentials: changes get 403,
   CHECK(relay->Running());
 }
 
+TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-origin pages can") {
+  RelayFixture fx;
+  // Loopback and no credentials: what a page in the operator's browser could reach before.
+  auto relay = fx.StartRelay(fx.WriteConfig("restsite", {}));
+  const int port = RestPort(fx);
+  const std::string self = "127.0.0.1:" + std::to_string(port);
+  const std::string base = "/connectors/itest-restsite";
+  auto reconnects = [&] {
+    return Metric(Http(port, "GET", "/metrics").body, "walrelay_reconnects_total");
+  };
+
+  // What browsers send with a cross-site fetch() or form POST (page scripts cannot change it).
+  const std::vector<std::vector<std::string>> cross_site = {
+      {"Origin: http://evil.example"},
+      {"Origin: http://evil.example", "Sec-Fetch-Site: cross-site"},
+      {"Sec-Fetch-Site: cross-site"},
+      // Another port of the same host is the same site, not the same origin.
+      {"Origin: http://127.0.0.1:3000", "Sec-Fetch-Site: same-site"},
+      {"Host: " + self, "Origin: http://localhost:" + std::to_string(port)},
+      {"Origin: null"},                                      // sandboxed frame, file:// page
+      {"Origin: http://" + self, "Sec-Fetch-Site: cross-site"}};
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"POST", base + "/restart"},
+      {"POST", base + "/tasks/0/restart"},
+      {"PUT", base + "/pause"},
+      {"PUT", base + "/resume"}};
+  int refusals = 0;
+  for (const auto& [method, path] : changes) {
+    for (const auto& headers : cross_site) {
+      const Reply r = Http(port, method, path, headers);
+      ++refusals;
+      CHECK_MESSAGE(r.status == 403, method << " " << path << " " << headers.back());
+      CHECK_MESSAGE(
+          r.body.find("{\"error_code\":403,\"message\":\"cross-site request refused (") == 0,
+          r.body);
+      CHECK(r.body.find("pause, resume and restart are not accepted from a web page of another "
+                        "origin") != std::string::npos);
+    }
+  }
+  CHECK(Refused(port, "cross_site") == refusals);
+  // Nothing was restarted or paused.
+  CHECK(reconnects() == 0);
+  CHECK(Http(port, "GET", base + "/status").body.find("\"connector\":{\"state\":\"RUNNING\"") !=
+        std::string::npos);
+  // One warning for the burst, naming what was refused and why.
+  std::string log = devtools::ReadFile(fx.log_path());
+  CHECK_MESSAGE(Count(log, "cross-site change request(s)") == 1, log);
+  CHECK(log.find("refused 1 cross-site change request(s) since the last warning, last POST " +
+                 base + "/restart (Origin 'http://evil.example' is not this listener's Host "
+                 "'127.0.0.1')") != std::string::npos);
+
+  // Reads from any page stay open (no CORS headers: a page cannot read the answers).
+  CHECK(Http(port, "GET", base + "/status", {"Origin: http://evil.example"}).status == 200);
+  CHECK(Http(port, "GET", "/healthz", {"Sec-Fetch-Site: cross-site"}).status == 200);
+
+  // curl and Kafka Connect tools send neither header; a page of the API's own origin, or an
+  // address typed by hand (Sec-Fetch-Site: none), is not cross-site.
+  Reply r = Http(port, "PUT", base + "/pause", {"Host: " + self, "Origin: http://" + self});
+  CHECK_MESSAGE(r.status == 202, r.head << r.body);
+  CHECK(Http(port, "GET", base + "/status").body.find("\"connector\":{\"state\":\"PAUSED\"") !=
+        std::string::npos);
+  r = Http(port, "PUT", base + "/resume",
+           {"Host: " + self, "Sec-Fetch-Site: same-origin", "Origin: http://" + self});
+  CHECK(r.status == 202);
+  r = Http(port, "PUT", base + "/pause", {"Sec-Fetch-Site: none"});
+  CHECK(r.status == 202);
+  r = Http(port, "PUT", base + "/resume", {"Host: localhost:" + std::to_string(port),
+                                           "Origin: http://LOCALHOST:" + std::to_string(port)});
+  CHECK(r.status == 202);
+  r = Http(port, "POST", base + "/restart");
+  CHECK_MESSAGE(r.status == 204, r.head << r.body);
+  CHECK(Eventually([&] { return reconnects() == 1; }, std::chrono::seconds(20)));
+  CHECK(Refused(port, "cross_site") == refusals);
+  CHECK(relay->Running());
+}
+
+TEST_CASE("REST cross-site: refused before credentials, on a listener that is not loopback") {
+  RelayFixture fx;
+  // A browser replays basic credentials it remembers to any page's request: they prove nothing.
+  auto relay = fx.StartRelay(fx.WriteConfig("restsiteauth",
+                                            {{"listeners", "http://0.0.0.0:0"},
+                                             {"rest.auth.basic.username", kBasicUser},
+                                             {"rest.auth.basic.password", kBasicPassword}}));
+  const int port = RestPort(fx);
+  const std::string path = "/connectors/itest-restsiteauth/pause";
+  const std::string basic = BasicHeader(kBasicUser, kBasicPassword);
+  Reply r = Http(port, "PUT", path, {basic, "Origin: https://evil.example"});
+  CHECK(r.status == 403);
+  CHECK(r.body.find("cross-site request refused (Origin 'https://evil.example' is not this "
+                    "listener's Host '127.0.0.1')") != std::string::npos);
+  r = Http(port, "PUT", path, {basic, "Sec-Fetch-Site: cross-site"});
+  CHECK(r.status == 403);
+  CHECK(Refused(port, "cross_site") == 2);
+  CHECK(Refused(port, "unauthorized") == 0);
+  // Behind a proxy that keeps the browser's Host, the page's own origin matches it.
+  r = Http(port, "PUT", path, {basic, "Host: relay.example", "Origin: https://relay.example"});
+  CHECK_MESSAGE(r.status == 202, r.head << r.body);
+  CHECK(relay->Running());
+}
+
+namespace {
+
+// Sends one keep-alive request on `fd` and returns the whole answer ("" on failure).
+std::string KeepAliveRequest(int fd, const std::string& path) {
+  const std::string request = "GET " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) return "";
+  std::string raw;
+  char buf[4096];
+  for (;;) {
+    if (const auto end = raw.find("\r\n\r\n"); end != std::string::npos) {
+      std::smatch m;
+      const std::string head = raw.substr(0, end);
+      if (!std::regex_search(head, m, std::regex("Content-Length: (\\d+)"))) return "";
+      if (raw.size() >= end + 4 + std::stoul(m[1])) return raw;
+    }
+    const ssize_t n = read(fd, buf, sizeof buf);
+    if (n <= 0) return "";
+    raw.append(buf, n);
+  }
+}
+
+// Reads until the server closes `fd` (or 5 s pass): what a refused connection is told.
+std::string ReadToEnd(int fd) {
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  std::string raw;
+  char buf[1024];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) raw.append(buf, n);
+  return raw;
+}
+
+int ConnectTo(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  return fd;
+}
+
+}  // namespace
+
+TEST_CASE("REST connections: beyond rest.max.connections refused and logged, open ones served") {
+  RelayFixture fx;
+  auto relay = fx.StartRelay(fx.WriteConfig("restconns", {{"rest.max.connections", "3"}}));
+  const int port = RestPort(fx);
+  const std::string status = "/connectors/itest-restconns/status";
+
+  std::vector<int> kept;
+  for (int i = 0; i < 3; ++i) {
+    kept.push_back(ConnectTo(port));
+    CHECK(KeepAliveRequest(kept.back(), status).rfind("HTTP/1.1 200 OK", 0) == 0);
+  }
+  // A fourth and fifth connection: answered 503 before any request, then closed.
+  for (int i = 0; i < 2; ++i) {
+    const int extra = ConnectTo(port);
+    const std::string answer = ReadToEnd(extra);
+    close(extra);
+    CHECK_MESSAGE(answer.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0, answer);
+    CHECK(answer.find("\r\n\r\n{\"error_code\":503,\"message\":\"too many connections to the "
+                      "REST API (rest.max.connections)") != std::string::npos);
+  }
+  // The open connections are served as before, and /metrics counts the refusals.
+  for (int fd : kept) CHECK(KeepAliveRequest(fd, status).rfind("HTTP/1.1 200 OK", 0) == 0);
+  const std::string metrics = KeepAliveRequest(kept[0], "/metrics");
+  CHECK(Metric(metrics.substr(metrics.find("\r\n\r\n") + 4),
+               "walrelay_rest_connections_refused_total") == 2);
+  CHECK(Metric(metrics.substr(metrics.find("\r\n\r\n") + 4), "walrelay_rest_connections_open") ==
+        3);
+  // Logged once for the burst, with its count on the next warning at most every 10 s.
+  const std::string log = devtools::ReadFile(fx.log_path());
+  CHECK_MESSAGE(Count(log, "REST API: refused ") == 1, log);
+  CHECK(log.find("REST API: refused 1 connection(s) since the last warning, last from 127.0.0.1: "
+                 "3 are open, the most rest.max.connections allows") != std::string::npos);
+
+  // Once one closes, a new connection is served again.
+  close(kept.back());
+  kept.pop_back();
+  CHECK(Eventually([&] { return Http(port, "GET", status).status == 200; },
+                   std::chrono::seconds(5)));
+  for (int fd : kept) close(fd);
+  CHECK(relay->Running());
+}
+
 TEST_CASE("https listener: serves the API over TLS with its certificate and refuses plain HTTP") {
   RelayFixture fx;
   const std::string dir = fx.pg().base_dir();
@@ -312,7 +500,7 @@ TEST_CASE("https listener: serves the API over TLS with its certificate and refu
   }
 }
 
-TEST_CASE("rest.auth.* and rest.allowed.hosts: wrong values are configuration errors") {
+TEST_CASE("rest.auth.*, rest.allowed.hosts, rest.max.connections: wrong values are config errors") {
   auto error = [](const std::map<std::string, std::string>& keys) {
     auto settings = ParseWith(keys);
     REQUIRE(!settings.ok());
@@ -330,6 +518,12 @@ TEST_CASE("rest.auth.* and rest.allowed.hosts: wrong values are configuration er
   CHECK(spaced.find("'rest.auth.token' contains whitespace") == 0);
   CHECK(spaced.find("Qz7") == std::string::npos);
   CHECK(error({{"rest.allowed.hosts", "relay.internal:8083"}}).find("'rest.allowed.hosts'") == 0);
+  CHECK(error({{"rest.max.connections", "0"}}) ==
+        "'rest.max.connections' must be between 1 and 10000, got 0");
+  CHECK(error({{"rest.max.connections", "many"}}).find("'rest.max.connections' must be an "
+                                                       "integer") == 0);
+  CHECK(ParseWith({})->listener.max_connections == 64);
+  CHECK(ParseWith({{"rest.max.connections", "5"}})->listener.max_connections == 5);
 
   auto ok = ParseWith({{"rest.auth.token", "t"}, {"rest.allowed.hosts", "Relay.Internal, other"}});
   REQUIRE(ok.ok());

@@ -10,6 +10,8 @@ namespace {
 
 // "outbox.event.order[0,3,5]" per topic, for the log.
 std::string Describe(const rd_kafka_topic_partition_list_t* partitions) {
+  // librdkafka reports some failed commits (the member left the group) without a list.
+  if (partitions == nullptr) return "the stored offsets";
   std::string out;
   std::string topic;
   for (int i = 0; i < partitions->cnt; ++i) {
@@ -36,13 +38,6 @@ void OffsetCommits::Log(LogLevel level, const std::string& line) const {
 }
 
 void OffsetCommits::Finished(const rd_kafka_message_t* message) {
-  if (interval_.count() == 0) {
-    // A failed commit (e.g. the partition moved to another member) only means a redelivery
-    // that the store recognises.
-    if (rd_kafka_resp_err_t err = rd_kafka_commit_message(consumer_, message, 0); err != 0)
-      Log(LogLevel::kWarn, std::string("offset commit failed: ") + rd_kafka_err2str(err));
-    return;
-  }
   PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
   rd_kafka_topic_partition_list_add(list.get(), rd_kafka_topic_name(message->rkt),
                                     message->partition)
@@ -54,6 +49,37 @@ void OffsetCommits::Finished(const rd_kafka_message_t* message) {
   // commit, as with interval 0: work done meanwhile would all be redelivered if the
   // partitions are lost before a commit gets through.
   if (failing_) CommitNow("after a failed commit");
+}
+
+void OffsetCommits::BatchDone() {
+  // Asynchronous, so the next batch's work overlaps the broker's round trip; Committed()
+  // gets the answer, and while commits fail every record waits for its own (Finished). A
+  // failed commit only means a redelivery that the store recognises.
+  if (interval_.count() != 0 || !uncommitted_) return;
+  uncommitted_ = false;
+  if (rd_kafka_commit(consumer_, nullptr, 1) != RD_KAFKA_RESP_ERR_NO_ERROR) uncommitted_ = true;
+  last_commit_ = std::chrono::steady_clock::now();
+}
+
+bool OffsetCommits::Stale(const std::string& topic, int32_t partition, uint64_t epoch) const {
+  auto it = revoked_at_.find({topic, partition});
+  return it != revoked_at_.end() && it->second > epoch;
+}
+
+void OffsetCommits::Pause() {
+  paused_ = true;
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  if (rd_kafka_assignment(consumer_, &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  PartitionListPtr assigned(raw);
+  if (assigned->cnt > 0) rd_kafka_pause_partitions(consumer_, assigned.get());
+}
+
+void OffsetCommits::Resume() {
+  paused_ = false;
+  rd_kafka_topic_partition_list_t* raw = nullptr;
+  if (rd_kafka_assignment(consumer_, &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+  PartitionListPtr assigned(raw);
+  if (assigned->cnt > 0) rd_kafka_resume_partitions(consumer_, assigned.get());
 }
 
 void OffsetCommits::CommitIfDue() {
@@ -103,9 +129,14 @@ void OffsetCommits::Rebalance(rd_kafka_resp_err_t event,
       Log(LogLevel::kError, std::string("incremental assign failed: ") + rd_kafka_error_string(error));
       rd_kafka_error_destroy(error);
     }
+    // Assigned while the consumer waits inside a record: held back like the others.
+    if (paused_) rd_kafka_pause_partitions(consumer_, partitions);
     return;
   }
   if (event == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+    ++epoch_;
+    for (int i = 0; i < partitions->cnt; ++i)
+      revoked_at_[{partitions->elems[i].topic, partitions->elems[i].partition}] = epoch_;
     const bool lost = rd_kafka_assignment_lost(consumer_);
     // Finished work is committed before another member takes the partitions.
     if (!lost) CommitNow("partitions revoked");
@@ -120,6 +151,9 @@ void OffsetCommits::Rebalance(rd_kafka_resp_err_t event,
     return;
   }
   Log(LogLevel::kWarn, std::string("rebalance error: ") + rd_kafka_err2str(event));
+  ++epoch_;
+  for (int i = 0; i < partitions->cnt; ++i)
+    revoked_at_[{partitions->elems[i].topic, partitions->elems[i].partition}] = epoch_;
   rd_kafka_assign(consumer_, nullptr);
 }
 

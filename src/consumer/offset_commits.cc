@@ -38,23 +38,30 @@ void OffsetCommits::Log(LogLevel level, const std::string& line) const {
 }
 
 void OffsetCommits::Finished(const rd_kafka_message_t* message) {
-  PartitionListPtr list(rd_kafka_topic_partition_list_new(1));
-  rd_kafka_topic_partition_list_add(list.get(), rd_kafka_topic_name(message->rkt),
-                                    message->partition)
-      ->offset = message->offset + 1;
-  // Refused only for a partition no longer assigned: its new owner gets the record again.
-  if (rd_kafka_offsets_store(consumer_, list.get()) == RD_KAFKA_RESP_ERR_NO_ERROR)
-    uncommitted_ = true;
+  finished_[{rd_kafka_topic_name(message->rkt), message->partition}] = message->offset + 1;
   // While commits fail (a coordinator moving or restarting) every record waits for its
   // commit, as with interval 0: work done meanwhile would all be redelivered if the
   // partitions are lost before a commit gets through.
   if (failing_) CommitNow("after a failed commit");
 }
 
+void OffsetCommits::StoreFinished() {
+  if (finished_.empty()) return;
+  PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(finished_.size())));
+  for (const auto& [tp, offset] : finished_)
+    rd_kafka_topic_partition_list_add(list.get(), tp.first.c_str(), tp.second)->offset = offset;
+  finished_.clear();
+  // Refused only for a partition no longer assigned: its new owner gets the records again.
+  rd_kafka_offsets_store(consumer_, list.get());
+  for (int i = 0; i < list->cnt; ++i)
+    if (list->elems[i].err == RD_KAFKA_RESP_ERR_NO_ERROR) uncommitted_ = true;
+}
+
 void OffsetCommits::BatchDone() {
   // Asynchronous, so the next batch's work overlaps the broker's round trip; Committed()
   // gets the answer, and while commits fail every record waits for its own (Finished). A
   // failed commit only means a redelivery that the store recognises.
+  StoreFinished();
   if (interval_.count() != 0 || !uncommitted_) return;
   uncommitted_ = false;
   if (rd_kafka_commit(consumer_, nullptr, 1) != RD_KAFKA_RESP_ERR_NO_ERROR) uncommitted_ = true;
@@ -67,6 +74,7 @@ bool OffsetCommits::Stale(const std::string& topic, int32_t partition, uint64_t 
 }
 
 void OffsetCommits::Pause() {
+  StoreFinished();  // a rebalance served by the polls that follow commits them
   paused_ = true;
   rd_kafka_topic_partition_list_t* raw = nullptr;
   if (rd_kafka_assignment(consumer_, &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
@@ -83,6 +91,7 @@ void OffsetCommits::Resume() {
 }
 
 void OffsetCommits::CommitIfDue() {
+  StoreFinished();
   if (!uncommitted_ || std::chrono::steady_clock::now() - last_commit_ < interval_) return;
   // Asynchronous: Committed() gets the answer and asks for another try if it failed.
   uncommitted_ = false;
@@ -91,6 +100,7 @@ void OffsetCommits::CommitIfDue() {
 }
 
 void OffsetCommits::CommitNow(const char* why) {
+  StoreFinished();
   if (!uncommitted_) return;
   uncommitted_ = false;
   last_commit_ = std::chrono::steady_clock::now();

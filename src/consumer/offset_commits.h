@@ -42,7 +42,8 @@ class OffsetCommits {
   // The consumer handle, once it exists (the rebalance callback is configured before it).
   void Attach(rd_kafka_t* consumer) { consumer_ = consumer; }
 
-  // The store recorded `message`'s outcome.
+  // The store recorded `message`'s outcome. Its offset is stored with the next commit (or
+  // before any poll that may rebalance: Pause, CommitNow), once per partition.
   void Finished(const rd_kafka_message_t* message);
   // Commits the stored offsets if `interval` has passed since the last commit.
   void CommitIfDue();
@@ -69,6 +70,8 @@ class OffsetCommits {
 
  private:
   void Log(LogLevel level, const std::string& line) const;
+  // Hands the finished offsets to librdkafka (rd_kafka_offsets_store).
+  void StoreFinished();
 
   const std::chrono::milliseconds interval_;
   const LogFunction log_;
@@ -80,6 +83,7 @@ class OffsetCommits {
   uint64_t epoch_ = 0;    // revocations so far
   std::map<std::pair<std::string, int32_t>, uint64_t> revoked_at_;  // partition -> epoch
   bool paused_ = false;
+  std::map<std::pair<std::string, int32_t>, int64_t> finished_;  // next offset per partition
 };
 
 }  // namespace walrelay::consumer

@@ -75,8 +75,12 @@ Result<std::vector<PgResultPtr>> ExecPipeline(PGconn* conn,
   if (PQenterPipelineMode(conn) != 1) return lost("entering pipeline mode");
   for (const PgStatement& s : statements) {
     const ParamArrays a(s.params);
-    if (PQsendQueryParams(conn, s.sql.c_str(), static_cast<int>(s.params.size()), nullptr,
-                          a.values.data(), a.lengths.data(), nullptr, 0) != 1) {
+    const int n = static_cast<int>(s.params.size());
+    const int sent = s.prepared ? PQsendQueryPrepared(conn, s.sql.c_str(), n, a.values.data(),
+                                                      a.lengths.data(), nullptr, 0)
+                                : PQsendQueryParams(conn, s.sql.c_str(), n, nullptr,
+                                                    a.values.data(), a.lengths.data(), nullptr, 0);
+    if (sent != 1) {
       PQexitPipelineMode(conn);
       return lost("sending a pipeline");
     }

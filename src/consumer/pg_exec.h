@@ -32,8 +32,9 @@ Result<PgResultPtr> CheckPg(PGconn* conn, PgResultPtr res);
 
 // One statement of a pipeline.
 struct PgStatement {
-  std::string sql;
+  std::string sql;  // or, with `prepared`, the statement's name for diagnostics
   SqlParams params;
+  bool prepared = false;  // `sql` names a statement prepared on the connection
 };
 
 // Sends `statements` in libpq's pipeline mode, one round trip for all, and returns every

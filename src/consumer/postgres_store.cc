@@ -79,6 +79,8 @@ Claim Verdict(PGresult* r, int row, const std::string& owner) {
   return c;
 }
 
+constexpr const char* kMarkStatement = "walrelay_consumer_mark";
+
 // Unclaim's statement for every key in $2: the claim given back, its attempt uncounted.
 constexpr const char* kUnclaimSql =
     " SET attempts = greatest(attempts - 1, 0), locked_by = NULL, updated_at = now()"
@@ -90,6 +92,7 @@ constexpr const char* kUnclaimSql =
 struct PostgresStore::Impl {
   PostgresStoreOptions options;
   PgConnPtr conn;
+  bool mark_prepared = false;  // kMarkStatement is prepared on `conn`
 
   // Reconnects when the last connection was lost; the caller retries the whole step.
   Status EnsureConnected() {
@@ -97,6 +100,24 @@ struct PostgresStore::Impl {
     auto c = ConnectPg(options.conninfo, "the idempotency store");
     if (!c.ok()) return c.status();
     conn = std::move(c).value();
+    mark_prepared = false;
+    return Status::Ok();
+  }
+
+  // A batch marks a key per record: prepared once per connection, it is parsed and planned
+  // once instead of once per record.
+  Status PrepareMark() {
+    if (mark_prepared) return Status::Ok();
+    PgResultPtr r(PQprepare(conn.get(), kMarkStatement,
+                            ("UPDATE " + options.table + " SET state = 'COMPLETED', result = $3,"
+                             " locked_by = NULL, expires_at = now() + $4::bigint * interval"
+                             " '1 millisecond', updated_at = now()"
+                             " WHERE consumer_name = $1 AND idempotency_key = $2")
+                                .c_str(),
+                            4, nullptr));
+    auto checked = CheckPg(conn.get(), std::move(r));
+    if (!checked.ok()) return checked.status();
+    mark_prepared = true;
     return Status::Ok();
   }
 
@@ -389,6 +410,9 @@ class BatchPipeline final : public SqlPrelude {
   void Queue(std::string sql, SqlParams params = {}) {
     queued_.push_back({std::move(sql), std::move(params)});
   }
+  void QueuePrepared(const char* name, SqlParams params) {
+    queued_.push_back({name, std::move(params), true});
+  }
   // Sends the queue; an error of one of its statements is kept in `error()`.
   Status Send() {
     if (queued_.empty()) return Status::Ok();
@@ -455,6 +479,7 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
     d.Rollback();
     return st.WithContext(where);
   };
+  if (Status st = d.PrepareMark(); !st.ok()) return fail(st);
   // The rows stay locked by this transaction until its COMMIT, as in Run.
   auto begun = ExecPipeline(d.conn.get(), {
       {"BEGIN", {}},
@@ -530,10 +555,7 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
     // The mark after the savepoint's release: written by the batch's own transaction, not
     // the record's subtransaction, which spares PostgreSQL a multixact on the locked row.
     pipe.Queue("RELEASE SAVEPOINT walrelay_record");
-    pipe.Queue("UPDATE " + t + " SET state = 'COMPLETED', result = $3, locked_by = NULL,"
-               " expires_at = now() + $4::bigint * interval '1 millisecond', updated_at = now()"
-               " WHERE consumer_name = $1 AND idempotency_key = $2",
-               {consumer, r.key, o.handler.result, Ms(completed_ttl)});
+    pipe.QueuePrepared(kMarkStatement, {consumer, r.key, o.handler.result, Ms(completed_ttl)});
     o.kind = RunOutcome::Kind::kCompleted;
     out.push_back(o);
   }

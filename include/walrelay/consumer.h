@@ -167,7 +167,14 @@ struct Claim {
   std::string previous_owner;             // kTakenOver, kConflict
   std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
   int64_t fencing_token = 0;              // kAcquired, kTakenOver: this claim's token (Redis)
+  // The hash of the payload the key was first claimed with (PayloadHash); "" when the key is
+  // new or was stored before hashes were kept.
+  std::string payload_hash;
 };
+
+// SHA-256 of the record's value, in hex, with a null value distinct from an empty one: what the
+// stores keep with a key to recognise the same key coming back with another payload.
+std::string PayloadHash(const Message& message);
 
 const char* ClaimStateName(Claim::State state);
 
@@ -383,6 +390,12 @@ struct RecordOutcome {
 
 const char* RecordOutcomeName(RecordOutcome::Kind kind);
 
+// What the consumer does with a record whose key was first seen with another payload.
+enum class PayloadMismatch {
+  kDeadLetter,  // dead-lettered with error class "payload-mismatch"; the key is left as it is
+  kSkip,        // skipped like a duplicate of the key's first payload
+};
+
 struct ConsumerOptions {
   // Scopes the idempotency keys: consumers with the same name share one set of keys (run
   // several instances of one service under one name), different names are independent.
@@ -407,6 +420,10 @@ struct ConsumerOptions {
   std::string dead_letter_topic;
   // Error classes that skip the retries: exact names, or a prefix ending in '*'.
   std::vector<std::string> non_retriable_errors = {"sqlstate:22*", "sqlstate:23*"};
+  // A key that comes back with another payload (a hash of the value is stored with the key)
+  // is never taken for a plain duplicate: it is counted, logged as an error naming the key,
+  // and dead-lettered (or skipped).
+  PayloadMismatch payload_mismatch = PayloadMismatch::kDeadLetter;
 
   // How long a claim holds a key before another consumer may take it over. Must exceed the
   // handler's longest run for RedisStore (PostgresStore also holds the row lock while running).
@@ -433,6 +450,11 @@ struct ConsumerOptions {
   std::function<void(const Message&, const RecordOutcome&)> on_processed;
   // Log lines; nullptr = stderr for warnings and errors.
   LogFunction log;
+  // Receives Consumer::MetricsText() every metrics_interval, from Run()'s thread, for an
+  // application that pushes its metrics or caches them for its /metrics endpoint; nullptr =
+  // none (MetricsText() can be called from any thread instead).
+  std::function<void(const std::string& prometheus_text)> metrics_hook;
+  std::chrono::milliseconds metrics_interval{10000};
 };
 
 struct ConsumerStats {
@@ -442,6 +464,10 @@ struct ConsumerStats {
   int64_t retries = 0;     // failed runs that were tried again
   int64_t conflicts = 0;   // claims refused because another owner held the key
   int64_t takeovers = 0;   // expired claims taken over
+  int64_t payload_mismatches = 0;  // keys that came back with another payload
+  int64_t claims = 0;      // claims granted (a handler run may follow)
+  int64_t handler_runs = 0;          // handler calls, and their total duration
+  double handler_seconds = 0;
 };
 
 class Consumer {
@@ -462,6 +488,9 @@ class Consumer {
   void Stop();
 
   ConsumerStats stats() const;
+  // The counters of stats() and a histogram of handler durations in Prometheus' text format
+  // (version 0.0.4), labelled consumer="<name>". Thread-safe.
+  std::string MetricsText() const;
   // This instance's owner token (host:pid:random), as stored in locked_by.
   const std::string& owner() const;
 

@@ -1,6 +1,8 @@
 // The small value types of include/walrelay/consumer.h and HandlerContext's SQL helper.
 #include "walrelay/consumer.h"
 
+#include <openssl/evp.h>
+
 #include <exception>
 
 #include "consumer/internal.h"
@@ -64,6 +66,20 @@ HandlerResult HandlerContext::SqlFailure(const Status& status) {
   if (code.empty()) return HandlerResult::Retry("sql", status.message());
   // The message starts with "sqlstate:<code>: " (16 characters); keep the server's words.
   return HandlerResult::Retry("sqlstate:" + code, status.message().substr(16));
+}
+
+std::string PayloadHash(const Message& message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  const std::string& value = message.value ? *message.value : std::string();
+  if (EVP_Digest(value.data(), value.size(), digest, &size, EVP_sha256(), nullptr) != 1) return "";
+  static const char* hex = "0123456789abcdef";
+  std::string out = message.value ? "" : "null:";
+  for (unsigned int i = 0; i < size; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
 }
 
 const char* ClaimStateName(Claim::State state) {

@@ -129,7 +129,23 @@ struct Consumer::Impl {
   Status fatal;  // a fatal Kafka error seen while polling inside a wait
 
   std::atomic<int64_t> completed{0}, duplicates{0}, dead_lettered{0}, retries{0}, conflicts{0},
-      takeovers{0};
+      takeovers{0}, payload_mismatches{0}, claims{0};
+  // Handler durations: upper bounds in seconds, a count per bucket (not cumulative), the sum.
+  static constexpr double kBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30};
+  static constexpr size_t kBucketCount = sizeof(kBuckets) / sizeof(kBuckets[0]);
+  std::atomic<int64_t> handler_buckets[kBucketCount + 1] = {};  // the last one: above all
+  std::atomic<int64_t> handler_runs{0};
+  std::atomic<int64_t> handler_micros{0};
+  Clock::time_point next_metrics = Clock::now();
+
+  void ObserveHandler(Clock::duration took) {
+    const double seconds = std::chrono::duration<double>(took).count();
+    size_t b = 0;
+    while (b < kBucketCount && seconds > kBuckets[b]) ++b;
+    ++handler_buckets[b];
+    ++handler_runs;
+    handler_micros += std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+  }
 
   void Log(LogLevel level, const std::string& line) const {
     if (options.log) options.log(level, line);
@@ -309,6 +325,33 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
       continue;
     }
     outcome.attempts = claim->attempts;
+    if (!seeded && (claim->state == Claim::State::kAcquired ||
+                    claim->state == Claim::State::kTakenOver))
+      ++claims;
+    if (!claim->payload_hash.empty() && claim->payload_hash != PayloadHash(m)) {
+      // The key was first claimed with another payload: not this record's work to skip.
+      ++payload_mismatches;
+      const bool granted = claim->state == Claim::State::kAcquired ||
+                           claim->state == Claim::State::kTakenOver;
+      if (granted) (void)store->Unclaim(options.name, *key, owner);
+      const std::string why = "the key was first seen with another payload (sha256 " +
+                              claim->payload_hash + ", this record's " + PayloadHash(m) + ")";
+      if (options.payload_mismatch == PayloadMismatch::kSkip) {
+        Log(LogLevel::kError, ctx + ": " + why + "; skipped as a duplicate");
+        outcome.kind = claim->state == Claim::State::kFailed ? RecordOutcome::Kind::kAlreadyFailed
+                                                             : RecordOutcome::Kind::kDuplicate;
+        outcome.result = claim->result;
+        ++duplicates;
+        return std::optional<RecordOutcome>(outcome);
+      }
+      DeadLetterReason reason{"payload-mismatch", why, claim->attempts};
+      WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
+      Log(LogLevel::kError, ctx + ": " + why + "; dead-lettered to " + options.dead_letter_topic);
+      outcome.kind = RecordOutcome::Kind::kDeadLettered;
+      outcome.error = reason.error_class + ": " + why;
+      ++dead_lettered;
+      return std::optional<RecordOutcome>(outcome);
+    }
     switch (claim->state) {
       case Claim::State::kDuplicate:
         outcome.kind = RecordOutcome::Kind::kDuplicate;
@@ -450,14 +493,18 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
       if (!Wait(options.store_retry_backoff)) return Status::Ok();
       continue;
     }
-    // The claims the batch path can run end at the first key held by another owner or out of
-    // attempts: that record goes alone, and the claims after it are given back.
+    // The claims the batch path can run end at the first key held by another owner, out of
+    // attempts, or first seen with another payload: that record goes alone, and the claims
+    // after it are given back.
     size_t cut = 0;
     std::vector<BatchRecord> runnable;
     for (; cut < run.size(); ++cut) {
       const Claim& c = (*claims)[cut];
       const bool granted = c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
-      if (c.state == Claim::State::kConflict || (granted && c.attempts > options.max_attempts))
+      const bool mismatch =
+          !c.payload_hash.empty() && c.payload_hash != PayloadHash(*run[cut].message);
+      if (c.state == Claim::State::kConflict || mismatch ||
+          (granted && c.attempts > options.max_attempts))
         break;
       if (c.state == Claim::State::kTakenOver) {
         ++takeovers;
@@ -468,8 +515,12 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
       run[cut].claim = c;
       if (granted) runnable.push_back(run[cut]);
     }
-    for (size_t j = cut + 1; j < run.size(); ++j) {
+    for (size_t j = 0; j < run.size(); ++j) {
       const Claim& c = (*claims)[j];
+      if (j <= cut &&
+          (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver))
+        ++this->claims;  // counted once: the record at the cut goes alone with this claim
+      if (j <= cut) continue;
       if (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver)
         (void)store->Unclaim(options.name, run[j].key, owner);
     }
@@ -568,6 +619,8 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
     return Status::Config("ConsumerOptions.backoff_initial must be >= 1 ms and <= backoff_max");
   if (options.commit_interval.count() < 0)
     return Status::Config("ConsumerOptions.commit_interval must not be negative");
+  if (options.metrics_hook && options.metrics_interval.count() < 1)
+    return Status::Config("ConsumerOptions.metrics_interval must be positive");
   if (options.max_batch < 1 || options.max_batch > 10000)
     return Status::Config("ConsumerOptions.max_batch must be between 1 and 10000, got " +
                           std::to_string(options.max_batch));
@@ -637,7 +690,15 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
   if (!producer.ok()) return producer.status();
 
   impl->store = &store;
-  impl->handler = std::move(handler);
+  // Every handler call is timed for the metrics, whichever store calls it.
+  impl->handler = [raw, handler = std::move(handler)](HandlerContext& ctx) {
+    struct Timer {
+      Impl* impl;
+      Clock::time_point start = Clock::now();
+      ~Timer() { impl->ObserveHandler(Clock::now() - start); }
+    } timer{raw};
+    return handler(ctx);
+  };
   impl->owner = MakeOwnerToken();
   impl->consumer = std::move(consumer).value();
   impl->producer = std::move(producer).value();
@@ -688,6 +749,10 @@ Status Consumer::Run() {
       break;
     }
     d.offsets->BatchDone();
+    if (d.options.metrics_hook && Clock::now() >= d.next_metrics) {
+      d.next_metrics = Clock::now() + d.options.metrics_interval;
+      d.options.metrics_hook(MetricsText());
+    }
   }
   d.offsets->CommitNow("closing");
   rd_kafka_consumer_close(d.consumer.get());
@@ -705,8 +770,59 @@ void Consumer::Stop() {
 
 ConsumerStats Consumer::stats() const {
   const Impl& d = *impl_;
-  return ConsumerStats{d.completed, d.duplicates, d.dead_lettered, d.retries, d.conflicts,
-                       d.takeovers};
+  ConsumerStats s{d.completed, d.duplicates, d.dead_lettered,     d.retries,
+                  d.conflicts, d.takeovers,  d.payload_mismatches, d.claims};
+  s.handler_runs = d.handler_runs;
+  s.handler_seconds = static_cast<double>(d.handler_micros.load()) / 1e6;
+  return s;
+}
+
+std::string Consumer::MetricsText() const {
+  const Impl& d = *impl_;
+  std::string label = "consumer=\"";
+  for (char c : d.options.name) {
+    if (c == '\\' || c == '"') label += '\\';
+    if (c == '\n') {
+      label += "\\n";
+      continue;
+    }
+    label += c;
+  }
+  label += "\"";
+  std::string out;
+  auto counter = [&](const char* name, const char* help, int64_t value) {
+    out += std::string("# HELP walrelay_consumer_") + name + " " + help + "\n";
+    out += std::string("# TYPE walrelay_consumer_") + name + " counter\n";
+    out += std::string("walrelay_consumer_") + name + "{" + label + "} " + std::to_string(value) +
+           "\n";
+  };
+  counter("claims_total", "Claims granted on idempotency keys.", d.claims);
+  counter("completed_total", "Records whose handler ran to completion.", d.completed);
+  counter("duplicates_total", "Records skipped because their key was done before.",
+          d.duplicates);
+  counter("conflicts_total", "Claims refused because another owner held the key.", d.conflicts);
+  counter("takeovers_total", "Expired claims taken over.", d.takeovers);
+  counter("payload_mismatches_total", "Keys that came back with another payload.",
+          d.payload_mismatches);
+  counter("retries_total", "Failed handler runs that were tried again.", d.retries);
+  counter("dead_letters_total", "Records sent to the dead-letter topic.", d.dead_lettered);
+  out += "# HELP walrelay_consumer_handler_seconds Handler run durations.\n";
+  out += "# TYPE walrelay_consumer_handler_seconds histogram\n";
+  int64_t cumulative = 0;
+  for (size_t b = 0; b <= Impl::kBucketCount; ++b) {
+    cumulative += d.handler_buckets[b];
+    char le[32];
+    if (b < Impl::kBucketCount) std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
+    else std::snprintf(le, sizeof le, "+Inf");
+    out += "walrelay_consumer_handler_seconds_bucket{" + label + ",le=\"" + le + "\"} " +
+           std::to_string(cumulative) + "\n";
+  }
+  char sum[64];
+  std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(d.handler_micros.load()) / 1e6);
+  out += "walrelay_consumer_handler_seconds_sum{" + label + "} " + sum + "\n";
+  out += "walrelay_consumer_handler_seconds_count{" + label + "} " +
+         std::to_string(d.handler_runs.load()) + "\n";
+  return out;
 }
 
 const std::string& Consumer::owner() const { return impl_->owner; }

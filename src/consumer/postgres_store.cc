@@ -67,6 +67,7 @@ Claim Verdict(PGresult* r, int row, const std::string& owner) {
   const bool expired = Text(r, row, 4) == "t";
   c.result = Text(r, row, 5);
   c.last_error = Text(r, row, 6);
+  c.payload_hash = Text(r, row, 8);
   if (state == "COMPLETED") {
     c.state = Claim::State::kDuplicate;
   } else if (state == "FAILED") {
@@ -123,12 +124,23 @@ struct PostgresStore::Impl {
 
   Result<PgResultPtr> Exec(const std::string& sql, const SqlParams& params = {}) {
     auto r = ExecPg(conn.get(), sql, params);
-    if (!r.ok() && SqlStateOf(r.status()) == "42P01") {
+    if (!r.ok()) return Explain(r.status());
+    return r;
+  }
+
+  // A missing table or column, in words that say how to fix it.
+  Status Explain(const Status& st) {
+    const std::string code = SqlStateOf(st);
+    if (code == "42P01")
       return Status::Precondition("idempotency table " + options.table + " does not exist in " +
                                   DescribePg(conn.get()) +
                                   ": create it with docs/consumer.sql or PostgresStore::CreateSchema");
-    }
-    return r;
+    if (code == "42703")
+      return Status::Precondition(
+          "idempotency table " + options.table + " in " + DescribePg(conn.get()) +
+          " lacks a column of this version (" + st.message() +
+          "): run docs/consumer.sql or PostgresStore::CreateSchema again, which adds it");
+    return st;
   }
 
   void Rollback() {
@@ -198,16 +210,18 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     // A holder that is running its handler keeps the row locked; waiting longer than a lease
     // for it is reported as a conflict, and the consumer asks again later.
     if (auto r = d.Exec("SET LOCAL lock_timeout = " + Ms(lease)); !r.ok()) return r.status();
+    const std::string hash = PayloadHash(message);
     if (auto r = d.Exec("INSERT INTO " + t +
-                            " (consumer_name, idempotency_key, state, attempts, expires_at)"
-                            " VALUES ($1, $2, 'PENDING', 0, now())"
+                            " (consumer_name, idempotency_key, state, attempts, expires_at,"
+                            " payload_hash) VALUES ($1, $2, 'PENDING', 0, now(), $3)"
                             " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
-                        {consumer, key});
+                        {consumer, key, hash});
         !r.ok())
       return r.status();
     auto row = d.Exec("SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
                       " coalesce(result, ''), coalesce(last_error, ''),"
-                      " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint"
+                      " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+                      " coalesce(payload_hash, '')"
                       " FROM " + t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
                       {consumer, key});
     if (!row.ok()) return row.status();
@@ -221,6 +235,7 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     const bool expired = Text(r, 0, 3) == "t";
     c.result = Text(r, 0, 4);
     c.last_error = Text(r, 0, 5);
+    c.payload_hash = Text(r, 0, 7);
     if (state == "COMPLETED") {
       c.state = Claim::State::kDuplicate;
       return c;
@@ -241,10 +256,11 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     }
     auto upd = d.Exec("UPDATE " + t + " SET attempts = attempts + 1, locked_by = $3,"
                       " locked_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond',"
-                      " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now()"
+                      " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now(),"
+                      " payload_hash = coalesce(payload_hash, $8)"
                       " WHERE consumer_name = $1 AND idempotency_key = $2 RETURNING attempts",
                       {consumer, key, owner, Ms(lease), message.topic,
-                       std::to_string(message.partition), std::to_string(message.offset)});
+                       std::to_string(message.partition), std::to_string(message.offset), hash});
     if (!upd.ok()) return upd.status();
     c.attempts = std::atoi(PQgetvalue(upd->get(), 0, 0));
     return c;
@@ -333,37 +349,43 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
   Impl& d = *impl_;
   const std::string& t = d.options.table;
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
-  std::vector<std::string> keys, topics, partitions, offsets;
+  std::vector<std::string> keys, topics, partitions, offsets, hashes;
   for (const BatchRecord& r : records) {
     keys.push_back(r.key);
+    hashes.push_back(PayloadHash(*r.message));
     topics.push_back(r.message->topic);
     partitions.push_back(std::to_string(r.message->partition));
     offsets.push_back(std::to_string(r.message->offset));
   }
   const std::string key_array = PgTextArray(keys);
+  const std::string hash_array = PgTextArray(hashes);
   // The row lock waits for a holder running its handler, up to one lease, as Acquire does.
   auto results = ExecPipeline(d.conn.get(), {
       {"BEGIN", {}},
       {"SET LOCAL lock_timeout = " + Ms(lease), {}},
-      {"INSERT INTO " + t + " (consumer_name, idempotency_key, state, attempts, expires_at)"
-       " SELECT $1, k, 'PENDING', 0, now() FROM unnest($2::text[]) AS k ORDER BY k"
+      {"INSERT INTO " + t + " (consumer_name, idempotency_key, state, attempts, expires_at,"
+       " payload_hash) SELECT $1, k, 'PENDING', 0, now(), h"
+       " FROM unnest($2::text[], $3::text[]) AS i(k, h) ORDER BY k"
        " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
-       {consumer, key_array}},
+       {consumer, key_array, hash_array}},
       {"SELECT idempotency_key, state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
        " coalesce(result, ''), coalesce(last_error, ''),"
-       " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint"
+       " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+       " coalesce(payload_hash, '')"
        " FROM " + t + " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
        " ORDER BY idempotency_key FOR UPDATE",
        {consumer, key_array}},
       {"UPDATE " + t + " AS k SET attempts = k.attempts + 1, locked_by = $3, locked_at = now(),"
        " expires_at = now() + $4::bigint * interval '1 millisecond', topic = i.topic,"
-       " kafka_partition = i.part, kafka_offset = i.off, updated_at = now()"
-       " FROM unnest($2::text[], $5::text[], $6::int[], $7::bigint[]) AS i(key, topic, part, off)"
+       " kafka_partition = i.part, kafka_offset = i.off, updated_at = now(),"
+       " payload_hash = coalesce(k.payload_hash, i.hash)"
+       " FROM unnest($2::text[], $5::text[], $6::int[], $7::bigint[], $8::text[])"
+       " AS i(key, topic, part, off, hash)"
        " WHERE k.consumer_name = $1 AND k.idempotency_key = i.key AND k.state = 'PENDING'"
        " AND (k.locked_by IS NULL OR k.locked_by = $3 OR k.expires_at <= now())"
        " RETURNING k.idempotency_key, k.attempts",
        {consumer, key_array, owner, Ms(lease), PgTextArray(topics), PgTextArray(partitions),
-        PgTextArray(offsets)}},
+        PgTextArray(offsets), hash_array}},
       {"COMMIT", {}},
   });
   if (!results.ok()) {
@@ -373,7 +395,7 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
     // claimed one by one instead, each with Acquire's own answer for a busy row.
     if (code == "55P03" || code == "40P01")
       return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
-    return results.status().WithContext("claiming a batch of " + std::to_string(records.size()) +
+    return d.Explain(results.status()).WithContext("claiming a batch of " + std::to_string(records.size()) +
                                         " keys in " + t);
   }
   if (PQtransactionStatus(d.conn.get()) != PQTRANS_IDLE) {

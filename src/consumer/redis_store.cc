@@ -24,8 +24,9 @@
 namespace walrelay::consumer {
 namespace {
 
-// KEYS[1] key. ARGV: owner, lease ms, pending retention ms, topic, partition, offset.
-// Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing token};
+// KEYS[1] key. ARGV: owner, lease ms, pending retention ms, topic, partition, offset, payload
+// hash. Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing
+// token, the key's payload hash (set by its first claim)};
 // verdict is ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and TAKEN_OVER
 // count an attempt, write the claim and take a new fencing token.
 constexpr const char* kAcquireScript = R"lua(
@@ -33,25 +34,32 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local key, owner = KEYS[1], ARGV[1]
 local lease, keep = tonumber(ARGV[2]), tonumber(ARGV[3])
-local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result', 'last_error')
+local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result',
+                     'last_error', 'payload_hash')
 local state, holder = f[1], f[2] or ''
-local attempts, result, last_error = f[4] or '0', f[5] or '', f[6] or ''
-if state == 'COMPLETED' then return {'DUPLICATE', attempts, result, last_error, '', '0', '0'} end
-if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0'} end
+local attempts, result, last_error, hash = f[4] or '0', f[5] or '', f[6] or '', f[7] or ''
+if state == 'COMPLETED' then
+  return {'DUPLICATE', attempts, result, last_error, '', '0', '0', hash}
+end
+if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0', hash} end
 local verdict, previous = 'ACQUIRED', ''
 if state == 'PENDING' and holder ~= '' and holder ~= owner then
   local expires = tonumber(f[3] or '0')
   if expires > now then
-    return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now), '0'}
+    return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now), '0', hash}
   end
   verdict, previous = 'TAKEN_OVER', holder
 end
 attempts = redis.call('HINCRBY', key, 'attempts', 1)
 local fence = redis.call('HINCRBY', key, 'fence', 1)
+if hash == '' then
+  hash = ARGV[7]
+  redis.call('HSET', key, 'payload_hash', hash)
+end
 redis.call('HSET', key, 'state', 'PENDING', 'owner', owner, 'locked_at', now,
            'expires_at', now + lease, 'topic', ARGV[4], 'partition', ARGV[5], 'offset', ARGV[6])
 redis.call('PEXPIRE', key, lease + keep)
-return {verdict, tostring(attempts), '', last_error, previous, '0', tostring(fence)}
+return {verdict, tostring(attempts), '', last_error, previous, '0', tostring(fence), hash}
 )lua";
 
 // KEYS[1] key. ARGV: owner, result, completed ttl ms, fencing token. OK, or LOST when the
@@ -518,7 +526,7 @@ namespace {
 
 // An acquire script's reply as a Claim.
 Result<Claim> ParseClaim(const redisReply* rep, const std::string& where, const std::string& name) {
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 7)
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8)
     return Status::Internal(where + ": unexpected acquire reply for " + name);
   const std::string verdict = Str(rep->element[0]);
   Claim c;
@@ -528,6 +536,7 @@ Result<Claim> ParseClaim(const redisReply* rep, const std::string& where, const 
   c.previous_owner = Str(rep->element[4]);
   c.retry_after = std::chrono::milliseconds(std::atoll(Str(rep->element[5]).c_str()));
   c.fencing_token = std::atoll(Str(rep->element[6]).c_str());
+  c.payload_hash = Str(rep->element[7]);
   if (verdict == "ACQUIRED") c.state = Claim::State::kAcquired;
   else if (verdict == "TAKEN_OVER") c.state = Claim::State::kTakenOver;
   else if (verdict == "DUPLICATE") c.state = Claim::State::kDuplicate;
@@ -546,7 +555,8 @@ Result<Claim> RedisStore::Acquire(const std::string& consumer, const std::string
   const std::string name = d.KeyName(consumer, key);
   auto r = d.Eval(kAcquire, name,
                   {owner, Ms(lease), Ms(d.options.pending_retention), message.topic,
-                   std::to_string(message.partition), std::to_string(message.offset)});
+                   std::to_string(message.partition), std::to_string(message.offset),
+                   PayloadHash(message)});
   if (!r.ok()) return r.status();
   auto c = ParseClaim(r->get(), d.where(), name);
   if (c.ok() && c->fencing_token > 0) {
@@ -597,7 +607,7 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
     const std::vector<std::string> args = {
         "EVALSHA", d.sha[kAcquire], "1", names.back(), owner, Ms(lease),
         Ms(d.options.pending_retention), r.message->topic, std::to_string(r.message->partition),
-        std::to_string(r.message->offset)};
+        std::to_string(r.message->offset), PayloadHash(*r.message)};
     d.Append(args);
   }
   std::vector<ReplyPtr> replies;
@@ -610,7 +620,8 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
       auto again = d.Eval(kAcquire, names[i],
                           {owner, Ms(lease), Ms(d.options.pending_retention),
                            records[i].message->topic, std::to_string(records[i].message->partition),
-                           std::to_string(records[i].message->offset)});
+                           std::to_string(records[i].message->offset),
+                           PayloadHash(*records[i].message)});
       if (!again.ok()) return again.status();
       reply = std::move(again).value();
     }

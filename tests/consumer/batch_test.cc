@@ -298,5 +298,126 @@ TEST_CASE("Consumer: waiting on a key held by a stuck handler keeps the group me
   CHECK(c.stats().takeovers == 1);
 }
 
+// One run of the payload-mismatch case: consumer `name` on topic `name`.
+void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool postgres,
+                        const devtools::RedisSandbox& redis, const std::string& name, bool skip) {
+  CAPTURE(name);
+  REQUIRE(f.kafka().CreateTopic(name, 1, 1).ok());
+  f.producer().Send(name, "e-1", "amount=10");
+  f.producer().Send(name, "e-1", "amount=10");    // a plain repeat: a duplicate
+  f.producer().Send(name, "e-1", "amount=9999");  // the same key, another payload
+  f.producer().Send(name, "e-2", "amount=20");
+
+  std::mutex mu;
+  std::vector<std::string> errors, outcomes;
+  auto opts = f.Options(name, name);
+  if (skip) opts.payload_mismatch = wc::PayloadMismatch::kSkip;
+  auto log = opts.log;
+  opts.log = [&, log](wc::LogLevel level, const std::string& line) {
+    log(level, line);
+    std::lock_guard<std::mutex> lock(mu);
+    if (level == wc::LogLevel::kError) errors.push_back(line);
+  };
+  opts.on_processed = [&](const wc::Message& m, const wc::RecordOutcome& o) {
+    std::lock_guard<std::mutex> lock(mu);
+    outcomes.push_back(std::to_string(m.offset) + ":" + wc::RecordOutcomeName(o.kind));
+  };
+  std::map<std::string, int> runs;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++runs[ctx.idempotency_key()];
+    return wc::HandlerResult::Done();
+  };
+  std::string pushed;  // the metrics hook's latest text
+  opts.metrics_interval = 1ms;
+  opts.metrics_hook = [&](const std::string& text) {
+    std::lock_guard<std::mutex> lock(mu);
+    pushed = text;
+  };
+  {
+    RunningConsumer c(opts, store, handler);
+    REQUIRE(WaitUntil([&] {
+      auto s = c.stats();
+      return s.completed + s.duplicates + s.dead_lettered == 4;
+    }, 30s));
+    CHECK(c.Stop().ok());
+    CHECK(c.stats().payload_mismatches == 1);
+    CHECK(c.stats().completed == 2);
+    CHECK(c.stats().claims == 2);
+    CHECK(c.stats().handler_runs == 2);
+    CHECK(c.stats().dead_lettered == (skip ? 0 : 1));
+    const std::string text = c.consumer().MetricsText();
+    const std::string label = "{consumer=\"" + name + "\"}";
+    for (const std::string& line : std::vector<std::string>
+         {"walrelay_consumer_payload_mismatches_total" + label + " 1",
+          "walrelay_consumer_claims_total" + label + " 2",
+          "walrelay_consumer_completed_total" + label + " 2",
+          "walrelay_consumer_duplicates_total" + label + (skip ? " 2" : " 1"),
+          "walrelay_consumer_dead_letters_total" + label + (skip ? " 0" : " 1"),
+          "walrelay_consumer_handler_seconds_count" + label + " 2",
+          std::string("# TYPE walrelay_consumer_handler_seconds histogram")})
+      CHECK_MESSAGE(text.find(line + "\n") != std::string::npos, line);
+    CHECK(text.find("walrelay_consumer_handler_seconds_bucket{consumer=\"" + name +
+                    "\",le=\"+Inf\"} 2\n") != std::string::npos);
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(pushed.find("walrelay_consumer_completed_total" + label) != std::string::npos);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(runs == std::map<std::string, int>{{"e-1", 1}, {"e-2", 1}});
+  CHECK(outcomes == std::vector<std::string>{"0:completed", "1:duplicate",
+                                             skip ? "2:duplicate" : "2:dead-lettered",
+                                             "3:completed"});
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("key 'e-1'") != std::string::npos);
+  CHECK(errors[0].find("another payload") != std::string::npos);
+  // The key keeps its first payload's outcome.
+  const wc::Message first = Msg(0, "amount=10");
+  if (postgres) {
+    CHECK(f.Value("SELECT state || ' ' || payload_hash FROM walrelay_consumer_keys WHERE "
+                  "consumer_name = '" + name + "' AND idempotency_key = 'e-1'") ==
+          "COMPLETED " + wc::PayloadHash(first));
+  } else {
+    const std::string key = "walrelay:consumer:" + name + ":e-1";
+    CHECK(*redis.Command({"HGET", key, "state"}) == "COMPLETED");
+    CHECK(*redis.Command({"HGET", key, "payload_hash"}) == wc::PayloadHash(first));
+  }
+  if (!skip) {
+    auto reader = f.Reader();
+    auto dlq = reader->ReadAtLeast({name + ".dlq"}, 1, 20s);
+    REQUIRE(dlq.ok());
+    REQUIRE(dlq->size() == 1);
+    CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.error.class") == "payload-mismatch");
+    CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.key") == "e-1");
+    CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.original.offset") == "2");
+  }
+}
+
+TEST_CASE("Consumer: a key that comes back with another payload is dead-lettered as "
+          "payload-mismatch (or skipped when configured), counted and logged naming the key; "
+          "the metrics count it") {
+  ConsumerFixture f;
+  auto redis = StartRedis();
+  SUBCASE("PostgreSQL") {
+    auto store = f.Store();
+    PayloadMismatchRun(f, *store, true, *redis, "pg-default", false);
+    PayloadMismatchRun(f, *store, true, *redis, "pg-skip", true);
+  }
+  SUBCASE("Redis") {
+    auto store = ConnectRedis(*redis);
+    PayloadMismatchRun(f, *store, false, *redis, "redis-default", false);
+    PayloadMismatchRun(f, *store, false, *redis, "redis-skip", true);
+  }
+}
+
+TEST_CASE("PayloadHash: SHA-256 of the value, a null value distinct from an empty one") {
+  wc::Message m;
+  m.value = "abc";
+  CHECK(wc::PayloadHash(m) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  m.value = "";
+  const std::string empty = wc::PayloadHash(m);
+  m.value.reset();
+  CHECK(wc::PayloadHash(m) == "null:" + empty);
+}
+
 }  // namespace
 }  // namespace walrelay::testing

@@ -70,8 +70,10 @@ void Produce(const std::string& bootstrap, const std::string& topic, int records
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   const char* linger = rate > 0 ? "0" : "20";
-  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()}, {"acks", "all"},
-                      {"linger.ms", linger}, {"enable.idempotence", "true"}})
+  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()},
+                      {"acks", "all"},
+                      {"linger.ms", linger},
+                      {"enable.idempotence", "true"}})
     if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) Die(err);
   std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
       rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), &rd_kafka_destroy);
@@ -88,7 +90,8 @@ void Produce(const std::string& bootstrap, const std::string& topic, int records
       std::this_thread::sleep_until(start + std::chrono::microseconds(int64_t{1000000} * i / rate));
       rd_kafka_poll(rk.get(), 0);
       const std::string sent = std::to_string(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count());
       rd_kafka_header_add(headers, "sent", -1, sent.data(), static_cast<ssize_t>(sent.size()));
     }
     while (true) {
@@ -292,7 +295,9 @@ int main(int argc, char** argv) {
     std::function<Timeline(const std::string& topic, int records)> run;
   };
   const std::string bootstrap = broker->bootstrap_servers();
-  auto plain = [&](const std::string& t, int n) { return RunPlain(bootstrap, t, n, effects.get()); };
+  auto plain = [&](const std::string& t, int n) {
+    return RunPlain(bootstrap, t, n, effects.get());
+  };
   auto postgres = [&](size_t batch) {
     return [&, batch](const std::string& t, int n) {
       return RunConsumer(bootstrap, t, n, *pg_store, true, nullptr, batch);
@@ -367,8 +372,10 @@ int main(int argc, char** argv) {
     Produce(bootstrap, topic, paced_records, rate);
     consumer.join();
     Result r = Summarise(mode.name, t);
-    if (!plain_p99) plain_p99 = r.p99_ms;
-    else r.added_p99_ms = r.p99_ms - *plain_p99;
+    if (!plain_p99)
+      plain_p99 = r.p99_ms;
+    else
+      r.added_p99_ms = r.p99_ms - *plain_p99;
     results.push_back(r);
     report(r);
   }

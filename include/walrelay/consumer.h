@@ -16,12 +16,12 @@
 //
 // Records are handled a poll batch at a time (max_batch), in partition order, with the same
 // guarantees record by record. The Kafka offset is committed only after the store recorded
-// the outcome: per batch by default, or every commit_interval and before partitions are given up in a rebalance
-// (cooperative-sticky by default, so a rebalance moves only the partitions that change owner
-// while the others keep flowing). A failing handler
-// is retried with exponential backoff up to max_attempts (counted in the store, so restarts
-// and crashes count too); then, or at once for a non-retriable error, the record goes to the
-// dead-letter topic with reason headers, its key is marked FAILED and the partition moves on.
+// the outcome: per batch by default, or every commit_interval and before partitions are given up in
+// a rebalance (cooperative-sticky by default, so a rebalance moves only the partitions that change
+// owner while the others keep flowing). A failing handler is retried with exponential backoff up to
+// max_attempts (counted in the store, so restarts and crashes count too); then, or at once for a
+// non-retriable error, the record goes to the dead-letter topic with reason headers, its key is
+// marked FAILED and the partition moves on.
 //
 // Threading: Run() blocks the calling thread and uses the store from it only; Stop() and
 // stats() may be called from any thread. Separate Consumer objects are independent.
@@ -166,7 +166,7 @@ struct Claim {
   std::string last_error;                 // the latest recorded failure, if any
   std::string previous_owner;             // kTakenOver, kConflict
   std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
-  int64_t fencing_token = 0;              // kAcquired, kTakenOver: this claim's token (Redis)
+  int64_t fencing_token = 0;                 // kAcquired, kTakenOver: this claim's token (Redis)
   // The hash of the payload the key was first claimed with (PayloadHash); "" when the key is
   // new or was stored before hashes were kept.
   std::string payload_hash;
@@ -465,8 +465,8 @@ struct ConsumerStats {
   int64_t conflicts = 0;   // claims refused because another owner held the key
   int64_t takeovers = 0;   // expired claims taken over
   int64_t payload_mismatches = 0;  // keys that came back with another payload
-  int64_t claims = 0;      // claims granted (a handler run may follow)
-  int64_t handler_runs = 0;          // handler calls, and their total duration
+  int64_t claims = 0;              // claims granted (a handler run may follow)
+  int64_t handler_runs = 0;        // handler calls, and their total duration
   double handler_seconds = 0;
 };
 

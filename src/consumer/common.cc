@@ -1,12 +1,11 @@
 // The small value types of include/walrelay/consumer.h and HandlerContext's SQL helper.
-#include "walrelay/consumer.h"
-
 #include <openssl/evp.h>
 
 #include <exception>
 
 #include "consumer/internal.h"
 #include "consumer/pg_exec.h"
+#include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
 
@@ -166,7 +165,8 @@ Result<std::vector<RunOutcome>> IdempotencyStore::RunBatch(const std::string& co
     if (!run.ok()) return out.empty() ? Result<std::vector<RunOutcome>>(run.status()) : out;
     out.push_back(std::move(run).value());
     if (out.back().kind == RunOutcome::Kind::kFailed) {
-      for (size_t j = i + 1; j < records.size(); ++j) (void)Unclaim(consumer, records[j].key, owner);
+      for (size_t j = i + 1; j < records.size(); ++j)
+        (void)Unclaim(consumer, records[j].key, owner);
       break;
     }
   }

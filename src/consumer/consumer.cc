@@ -13,6 +13,8 @@
 // Retries and waits for a key held elsewhere happen in place, with the record's partition held
 // back; meanwhile the consumer keeps polling with its partitions paused (records that still
 // arrive are kept for later), so max.poll.interval.ms never evicts it for waiting.ms.
+#include "walrelay/consumer.h"
+
 #include <unistd.h>
 
 #include <condition_variable>
@@ -25,7 +27,6 @@
 #include "consumer/internal.h"
 #include "consumer/kafka_handles.h"
 #include "consumer/offset_commits.h"
-#include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
 namespace {
@@ -159,9 +160,11 @@ struct Consumer::Impl {
     const auto deadline = Clock::now() + d;
     offsets->Pause();
     while (!stop && fatal.ok()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
-      MessagePtr msg(rd_kafka_consumer_poll(consumer.get(), static_cast<int>(std::min<int64_t>(left.count(), 50))));
+      MessagePtr msg(rd_kafka_consumer_poll(consumer.get(),
+                                            static_cast<int>(std::min<int64_t>(left.count(), 50))));
       if (msg) Take(std::move(msg), backlog);
     }
     offsets->Resume();
@@ -236,8 +239,7 @@ struct Consumer::Impl {
     return o;
   }
   bool UsableKey(const Result<std::string>& key) const {
-    return key.ok() && !key->empty() && key->size() <= 1024 &&
-           key->find('\0') == std::string::npos;
+    return key.ok() && !key->empty() && key->size() <= 1024 && key->find('\0') == std::string::npos;
   }
 };
 
@@ -325,14 +327,14 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
       continue;
     }
     outcome.attempts = claim->attempts;
-    if (!seeded && (claim->state == Claim::State::kAcquired ||
-                    claim->state == Claim::State::kTakenOver))
+    if (!seeded &&
+        (claim->state == Claim::State::kAcquired || claim->state == Claim::State::kTakenOver))
       ++claims;
     if (!claim->payload_hash.empty() && claim->payload_hash != PayloadHash(m)) {
       // The key was first claimed with another payload: not this record's work to skip.
       ++payload_mismatches;
-      const bool granted = claim->state == Claim::State::kAcquired ||
-                           claim->state == Claim::State::kTakenOver;
+      const bool granted =
+          claim->state == Claim::State::kAcquired || claim->state == Claim::State::kTakenOver;
       if (granted) (void)store->Unclaim(options.name, *key, owner);
       const std::string why = "the key was first seen with another payload (sha256 " +
                               claim->payload_hash + ", this record's " + PayloadHash(m) + ")";
@@ -483,8 +485,8 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
       ++i;
       continue;
     }
-    const std::string where = "batch of " + std::to_string(run.size()) + " from " +
-                              Where(batch[i].message);
+    const std::string where =
+        "batch of " + std::to_string(run.size()) + " from " + Where(batch[i].message);
     auto claims = store->AcquireBatch(options.name, run, owner, options.lease);
     if (!claims.ok()) {
       if (claims.status().code() != ErrorCode::kConnection)
@@ -500,7 +502,8 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     std::vector<BatchRecord> runnable;
     for (; cut < run.size(); ++cut) {
       const Claim& c = (*claims)[cut];
-      const bool granted = c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
+      const bool granted =
+          c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
       const bool mismatch =
           !c.payload_hash.empty() && c.payload_hash != PayloadHash(*run[cut].message);
       if (c.state == Claim::State::kConflict || mismatch ||
@@ -508,17 +511,17 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
         break;
       if (c.state == Claim::State::kTakenOver) {
         ++takeovers;
-        Log(LogLevel::kWarn, Where(*run[cut].message) + " key '" + run[cut].key + "': took over from " +
-                                 c.previous_owner + ", whose lease had ended (attempt " +
-                                 std::to_string(c.attempts) + ")");
+        Log(LogLevel::kWarn, Where(*run[cut].message) + " key '" + run[cut].key +
+                                 "': took over from " + c.previous_owner +
+                                 ", whose lease had ended (attempt " + std::to_string(c.attempts) +
+                                 ")");
       }
       run[cut].claim = c;
       if (granted) runnable.push_back(run[cut]);
     }
     for (size_t j = 0; j < run.size(); ++j) {
       const Claim& c = (*claims)[j];
-      if (j <= cut &&
-          (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver))
+      if (j <= cut && (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver))
         ++this->claims;  // counted once: the record at the cut goes alone with this claim
       if (j <= cut) continue;
       if (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver)
@@ -770,7 +773,7 @@ void Consumer::Stop() {
 
 ConsumerStats Consumer::stats() const {
   const Impl& d = *impl_;
-  ConsumerStats s{d.completed, d.duplicates, d.dead_lettered,     d.retries,
+  ConsumerStats s{d.completed, d.duplicates, d.dead_lettered,      d.retries,
                   d.conflicts, d.takeovers,  d.payload_mismatches, d.claims};
   s.handler_runs = d.handler_runs;
   s.handler_seconds = static_cast<double>(d.handler_micros.load()) / 1e6;
@@ -798,8 +801,7 @@ std::string Consumer::MetricsText() const {
   };
   counter("claims_total", "Claims granted on idempotency keys.", d.claims);
   counter("completed_total", "Records whose handler ran to completion.", d.completed);
-  counter("duplicates_total", "Records skipped because their key was done before.",
-          d.duplicates);
+  counter("duplicates_total", "Records skipped because their key was done before.", d.duplicates);
   counter("conflicts_total", "Claims refused because another owner held the key.", d.conflicts);
   counter("takeovers_total", "Expired claims taken over.", d.takeovers);
   counter("payload_mismatches_total", "Keys that came back with another payload.",
@@ -812,8 +814,10 @@ std::string Consumer::MetricsText() const {
   for (size_t b = 0; b <= Impl::kBucketCount; ++b) {
     cumulative += d.handler_buckets[b];
     char le[32];
-    if (b < Impl::kBucketCount) std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
-    else std::snprintf(le, sizeof le, "+Inf");
+    if (b < Impl::kBucketCount)
+      std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
+    else
+      std::snprintf(le, sizeof le, "+Inf");
     out += "walrelay_consumer_handler_seconds_bucket{" + label + ",le=\"" + le + "\"} " +
            std::to_string(cumulative) + "\n";
   }

@@ -25,8 +25,8 @@
 #include <set>
 
 #include "consumer/consumer_sql.h"
-#include "consumer/pg_exec.h"
 #include "consumer/internal.h"
+#include "consumer/pg_exec.h"
 #include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
@@ -110,7 +110,8 @@ struct PostgresStore::Impl {
   Status PrepareMark() {
     if (mark_prepared) return Status::Ok();
     PgResultPtr r(PQprepare(conn.get(), kMarkStatement,
-                            ("UPDATE " + options.table + " SET state = 'COMPLETED', result = $3,"
+                            ("UPDATE " + options.table +
+                             " SET state = 'COMPLETED', result = $3,"
                              " locked_by = NULL, expires_at = now() + $4::bigint * interval"
                              " '1 millisecond', updated_at = now()"
                              " WHERE consumer_name = $1 AND idempotency_key = $2")
@@ -218,12 +219,14 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
                         {consumer, key, hash});
         !r.ok())
       return r.status();
-    auto row = d.Exec("SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
-                      " coalesce(result, ''), coalesce(last_error, ''),"
-                      " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
-                      " coalesce(payload_hash, '')"
-                      " FROM " + t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
-                      {consumer, key});
+    auto row = d.Exec(
+        "SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
+        " coalesce(result, ''), coalesce(last_error, ''),"
+        " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+        " coalesce(payload_hash, '')"
+        " FROM " +
+            t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
+        {consumer, key});
     if (!row.ok()) return row.status();
     PGresult* r = row->get();
     if (PQntuples(r) != 1)
@@ -254,13 +257,15 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
       }
       c.state = Claim::State::kTakenOver;
     }
-    auto upd = d.Exec("UPDATE " + t + " SET attempts = attempts + 1, locked_by = $3,"
-                      " locked_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond',"
-                      " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now(),"
-                      " payload_hash = coalesce(payload_hash, $8)"
-                      " WHERE consumer_name = $1 AND idempotency_key = $2 RETURNING attempts",
-                      {consumer, key, owner, Ms(lease), message.topic,
-                       std::to_string(message.partition), std::to_string(message.offset), hash});
+    auto upd =
+        d.Exec("UPDATE " + t +
+                   " SET attempts = attempts + 1, locked_by = $3,"
+                   " locked_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond',"
+                   " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now(),"
+                   " payload_hash = coalesce(payload_hash, $8)"
+                   " WHERE consumer_name = $1 AND idempotency_key = $2 RETURNING attempts",
+               {consumer, key, owner, Ms(lease), message.topic, std::to_string(message.partition),
+                std::to_string(message.offset), hash});
     if (!upd.ok()) return upd.status();
     c.attempts = std::atoi(PQgetvalue(upd->get(), 0, 0));
     return c;
@@ -360,34 +365,40 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
   const std::string key_array = PgTextArray(keys);
   const std::string hash_array = PgTextArray(hashes);
   // The row lock waits for a holder running its handler, up to one lease, as Acquire does.
-  auto results = ExecPipeline(d.conn.get(), {
-      {"BEGIN", {}},
-      {"SET LOCAL lock_timeout = " + Ms(lease), {}},
-      {"INSERT INTO " + t + " (consumer_name, idempotency_key, state, attempts, expires_at,"
-       " payload_hash) SELECT $1, k, 'PENDING', 0, now(), h"
-       " FROM unnest($2::text[], $3::text[]) AS i(k, h) ORDER BY k"
-       " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
-       {consumer, key_array, hash_array}},
-      {"SELECT idempotency_key, state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
-       " coalesce(result, ''), coalesce(last_error, ''),"
-       " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
-       " coalesce(payload_hash, '')"
-       " FROM " + t + " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
-       " ORDER BY idempotency_key FOR UPDATE",
-       {consumer, key_array}},
-      {"UPDATE " + t + " AS k SET attempts = k.attempts + 1, locked_by = $3, locked_at = now(),"
-       " expires_at = now() + $4::bigint * interval '1 millisecond', topic = i.topic,"
-       " kafka_partition = i.part, kafka_offset = i.off, updated_at = now(),"
-       " payload_hash = coalesce(k.payload_hash, i.hash)"
-       " FROM unnest($2::text[], $5::text[], $6::int[], $7::bigint[], $8::text[])"
-       " AS i(key, topic, part, off, hash)"
-       " WHERE k.consumer_name = $1 AND k.idempotency_key = i.key AND k.state = 'PENDING'"
-       " AND (k.locked_by IS NULL OR k.locked_by = $3 OR k.expires_at <= now())"
-       " RETURNING k.idempotency_key, k.attempts",
-       {consumer, key_array, owner, Ms(lease), PgTextArray(topics), PgTextArray(partitions),
-        PgTextArray(offsets), hash_array}},
-      {"COMMIT", {}},
-  });
+  auto results = ExecPipeline(
+      d.conn.get(),
+      {
+          {"BEGIN", {}},
+          {"SET LOCAL lock_timeout = " + Ms(lease), {}},
+          {"INSERT INTO " + t +
+               " (consumer_name, idempotency_key, state, attempts, expires_at,"
+               " payload_hash) SELECT $1, k, 'PENDING', 0, now(), h"
+               " FROM unnest($2::text[], $3::text[]) AS i(k, h) ORDER BY k"
+               " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
+           {consumer, key_array, hash_array}},
+          {"SELECT idempotency_key, state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
+           " coalesce(result, ''), coalesce(last_error, ''),"
+           " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+           " coalesce(payload_hash, '')"
+           " FROM " +
+               t +
+               " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
+               " ORDER BY idempotency_key FOR UPDATE",
+           {consumer, key_array}},
+          {"UPDATE " + t +
+               " AS k SET attempts = k.attempts + 1, locked_by = $3, locked_at = now(),"
+               " expires_at = now() + $4::bigint * interval '1 millisecond', topic = i.topic,"
+               " kafka_partition = i.part, kafka_offset = i.off, updated_at = now(),"
+               " payload_hash = coalesce(k.payload_hash, i.hash)"
+               " FROM unnest($2::text[], $5::text[], $6::int[], $7::bigint[], $8::text[])"
+               " AS i(key, topic, part, off, hash)"
+               " WHERE k.consumer_name = $1 AND k.idempotency_key = i.key AND k.state = 'PENDING'"
+               " AND (k.locked_by IS NULL OR k.locked_by = $3 OR k.expires_at <= now())"
+               " RETURNING k.idempotency_key, k.attempts",
+           {consumer, key_array, owner, Ms(lease), PgTextArray(topics), PgTextArray(partitions),
+            PgTextArray(offsets), hash_array}},
+          {"COMMIT", {}},
+      });
   if (!results.ok()) {
     d.Rollback();
     const std::string code = SqlStateOf(results.status());
@@ -395,8 +406,8 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
     // claimed one by one instead, each with Acquire's own answer for a busy row.
     if (code == "55P03" || code == "40P01")
       return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
-    return d.Explain(results.status()).WithContext("claiming a batch of " + std::to_string(records.size()) +
-                                        " keys in " + t);
+    return d.Explain(results.status())
+        .WithContext("claiming a batch of " + std::to_string(records.size()) + " keys in " + t);
   }
   if (PQtransactionStatus(d.conn.get()) != PQTRANS_IDLE) {
     d.Rollback();
@@ -489,12 +500,13 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
   Impl& d = *impl_;
   const std::string& t = d.options.table;
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
-  const std::string where = "running a batch of " + std::to_string(records.size()) + " keys in " + t;
+  const std::string where =
+      "running a batch of " + std::to_string(records.size()) + " keys in " + t;
   std::vector<std::string> keys;
   for (const BatchRecord& r : records) keys.push_back(r.key);
   auto rest_of = [&](size_t from) {
-    return PgTextArray(std::vector<std::string>(keys.begin() + static_cast<std::ptrdiff_t>(from),
-                                                keys.end()));
+    return PgTextArray(
+        std::vector<std::string>(keys.begin() + static_cast<std::ptrdiff_t>(from), keys.end()));
   };
   const std::string unclaim = "UPDATE " + t + kUnclaimSql;
   auto fail = [&](const Status& st) -> Result<std::vector<RunOutcome>> {
@@ -503,13 +515,14 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
   };
   if (Status st = d.PrepareMark(); !st.ok()) return fail(st);
   // The rows stay locked by this transaction until its COMMIT, as in Run.
-  auto begun = ExecPipeline(d.conn.get(), {
-      {"BEGIN", {}},
-      {"SELECT idempotency_key, state, coalesce(locked_by, '') FROM " + t +
-           " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
-           " ORDER BY idempotency_key FOR UPDATE",
-       {consumer, PgTextArray(keys)}},
-  });
+  auto begun = ExecPipeline(
+      d.conn.get(), {
+                        {"BEGIN", {}},
+                        {"SELECT idempotency_key, state, coalesce(locked_by, '') FROM " + t +
+                             " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
+                             " ORDER BY idempotency_key FOR UPDATE",
+                         {consumer, PgTextArray(keys)}},
+                    });
   if (!begun.ok()) return fail(begun.status());
   std::set<std::string> ours;
   PGresult* rows = (*begun)[1].get();
@@ -545,8 +558,9 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
       std::vector<std::string> done;
       for (size_t j = 0; j < i; ++j)
         if (out[j].kind == RunOutcome::Kind::kCompleted) done.push_back(keys[j]);
-      auto marked = d.Exec("SELECT count(*) FROM " + t + " WHERE consumer_name = $1 AND"
-                           " idempotency_key = ANY($2::text[]) AND state = 'COMPLETED'",
+      auto marked = d.Exec("SELECT count(*) FROM " + t +
+                               " WHERE consumer_name = $1 AND"
+                               " idempotency_key = ANY($2::text[]) AND state = 'COMPLETED'",
                            {consumer, PgTextArray(done)});
       if (!marked.ok()) return marked.status().WithContext(where);
       if (std::atoll(PQgetvalue(marked->get(), 0, 0)) != static_cast<long long>(done.size())) {
@@ -564,7 +578,8 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
     }
     if (o.handler.kind == HandlerResult::Kind::kDone && tx == PQTRANS_INERROR)
       o.handler = HandlerResult::Retry(
-          "sqlstate:25P02", "the handler returned success but a statement of its transaction failed");
+          "sqlstate:25P02",
+          "the handler returned success but a statement of its transaction failed");
     if (o.handler.kind != HandlerResult::Kind::kDone) {
       // This record's writes go; the records before it stay, the ones after it are not run.
       pipe.Queue("ROLLBACK TO SAVEPOINT walrelay_record");

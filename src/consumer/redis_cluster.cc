@@ -255,10 +255,9 @@ Result<RedisReplyPtr> RedisCluster::Command(const std::string& key,
   while (true) {
     // A redirection to a slow node, or a chain of them, must not outlast the call's time.
     if (!first && std::chrono::steady_clock::now() >= deadline)
-      return Status::Connection((problem.empty() ? "redirected for slot " + std::to_string(slot)
-                                                 : problem) +
-                                " (gave up after " + std::to_string(options_.timeout.count()) +
-                                " ms)");
+      return Status::Connection(
+          (problem.empty() ? "redirected for slot " + std::to_string(slot) : problem) +
+          " (gave up after " + std::to_string(options_.timeout.count()) + " ms)");
     first = false;
     bool transient = false;
     if (target.empty()) {

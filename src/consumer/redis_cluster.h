@@ -13,8 +13,8 @@
 //    TRYAGAIN refresh the map from any reachable node and retry after a short pause. All of
 //    it within `timeout` from the call's start: every connect, reply wait, slot map reload and
 //    redirection gets only what is left of it, and a call out of time returns the last
-//    problem as a kConnection error. Any other error reply is returned as the reply, for the caller.
-//    A command whose connection broke after it was sent may have run: callers send only
+//    problem as a kConnection error. Any other error reply is returned as the reply, for the
+//    caller. A command whose connection broke after it was sent may have run: callers send only
 //    commands whose repetition they can tell (the store's scripts check the claim's owner).
 //  - Redirections, refreshes and connection losses are counted (stats()) and reported through
 //    `log`, one line each, starting with the event's name (MOVED, ASK, REFRESH, CONNECTION).

@@ -1,12 +1,11 @@
 // RedisStore: one hash per key, <prefix><consumer>:<key>, with fields state, owner, attempts,
 // locked_at, expires_at (milliseconds on the Redis server's clock), result, last_error, the
 // claiming record's topic/partition/offset, `fence` (the fencing token of the latest claim:
-// every claim increments it) and `done_fence` (the token whose run marked it COMPLETED). Every change is a Lua script, so each is atomic,
-// and every time comes from redis.call('TIME') inside the script: clients' clocks never
-// decide whether a lease has ended. Redis 7 replicates script effects, not the script, so
-// TIME is allowed in scripts that write.
+// every claim increments it) and `done_fence` (the token whose run marked it COMPLETED). Every
+// change is a Lua script, so each is atomic, and every time comes from redis.call('TIME') inside
+// the script: clients' clocks never decide whether a lease has ended. Redis 7 replicates script
+// effects, not the script, so TIME is allowed in scripts that write.
 #include <hiredis/hiredis.h>
-
 #include <signal.h>
 
 #include <algorithm>
@@ -261,9 +260,9 @@ struct RedisStore::Impl {
               WALRELAY_RETURN_IF_ERROR(link->Open());
               renew_link = std::move(link);
             }
-            auto r = renew_link->Eval(kRenew, job.key,
-                                      {job.owner, job.token, Ms(job.lease),
-                                       Ms(options.pending_retention)});
+            auto r = renew_link->Eval(
+                kRenew, job.key,
+                {job.owner, job.token, Ms(job.lease), Ms(options.pending_retention)});
             if (!r.ok()) return r.status();
             return Str(r->get());
           },
@@ -542,7 +541,8 @@ Result<Claim> ParseClaim(const redisReply* rep, const std::string& where, const 
   else if (verdict == "DUPLICATE") c.state = Claim::State::kDuplicate;
   else if (verdict == "FAILED") c.state = Claim::State::kFailed;
   else if (verdict == "CONFLICT") c.state = Claim::State::kConflict;
-  else return Status::Internal(where + ": unknown acquire verdict '" + verdict + "'");
+  else
+    return Status::Internal(where + ": unknown acquire verdict '" + verdict + "'");
   return c;
 }
 
@@ -553,10 +553,10 @@ Result<Claim> RedisStore::Acquire(const std::string& consumer, const std::string
                                   const Message& message) {
   Impl& d = *impl_;
   const std::string name = d.KeyName(consumer, key);
-  auto r = d.Eval(kAcquire, name,
-                  {owner, Ms(lease), Ms(d.options.pending_retention), message.topic,
-                   std::to_string(message.partition), std::to_string(message.offset),
-                   PayloadHash(message)});
+  auto r = d.Eval(
+      kAcquire, name,
+      {owner, Ms(lease), Ms(d.options.pending_retention), message.topic,
+       std::to_string(message.partition), std::to_string(message.offset), PayloadHash(message)});
   if (!r.ok()) return r.status();
   auto c = ParseClaim(r->get(), d.where(), name);
   if (c.ok() && c->fencing_token > 0) {
@@ -604,10 +604,17 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
   std::vector<std::string> names;
   for (const BatchRecord& r : records) {
     names.push_back(d.KeyName(consumer, r.key));
-    const std::vector<std::string> args = {
-        "EVALSHA", d.sha[kAcquire], "1", names.back(), owner, Ms(lease),
-        Ms(d.options.pending_retention), r.message->topic, std::to_string(r.message->partition),
-        std::to_string(r.message->offset), PayloadHash(*r.message)};
+    const std::vector<std::string> args = {"EVALSHA",
+                                           d.sha[kAcquire],
+                                           "1",
+                                           names.back(),
+                                           owner,
+                                           Ms(lease),
+                                           Ms(d.options.pending_retention),
+                                           r.message->topic,
+                                           std::to_string(r.message->partition),
+                                           std::to_string(r.message->offset),
+                                           PayloadHash(*r.message)};
     d.Append(args);
   }
   std::vector<ReplyPtr> replies;
@@ -617,11 +624,11 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
     ReplyPtr reply = std::move(replies[i]);
     if (reply->type == REDIS_REPLY_ERROR) {
       // NOSCRIPT (a restarted server): Eval loads the script again.
-      auto again = d.Eval(kAcquire, names[i],
-                          {owner, Ms(lease), Ms(d.options.pending_retention),
-                           records[i].message->topic, std::to_string(records[i].message->partition),
-                           std::to_string(records[i].message->offset),
-                           PayloadHash(*records[i].message)});
+      auto again =
+          d.Eval(kAcquire, names[i],
+                 {owner, Ms(lease), Ms(d.options.pending_retention), records[i].message->topic,
+                  std::to_string(records[i].message->partition),
+                  std::to_string(records[i].message->offset), PayloadHash(*records[i].message)});
       if (!again.ok()) return again.status();
       reply = std::move(again).value();
     }
@@ -687,12 +694,13 @@ Result<std::vector<RunOutcome>> RedisStore::RunBatch(const std::string& consumer
       // Not sent, its reply lost with the connection, or NOSCRIPT: sent again (idempotent).
       auto again = d.Complete(names[i], owner, out[i].handler.result, completed_ttl,
                               std::to_string(records[i].claim.fencing_token), nullptr);
-      if (!again.ok())
-        return again.status().WithContext("completing key '" + records[i].key + "'");
+      if (!again.ok()) return again.status().WithContext("completing key '" + records[i].key + "'");
       verdict = *again;
     }
-    if (verdict != "OK") out[i].kind = RunOutcome::Kind::kLost;
-    else completed_any = true;
+    if (verdict != "OK")
+      out[i].kind = RunOutcome::Kind::kLost;
+    else
+      completed_any = true;
   }
   if (completed_any) d.WaitForReplicas(names.back(), "");
   // The claims after a failed record were not used.

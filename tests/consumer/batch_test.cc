@@ -49,8 +49,9 @@ std::string States(const std::vector<wc::Claim>& claims) {
   return out;
 }
 
-TEST_CASE("PostgresStore batches: claims answer as Acquire does; a failed handler undoes only "
-          "itself and gives the later claims back uncounted") {
+TEST_CASE(
+    "PostgresStore batches: claims answer as Acquire does; a failed handler undoes only "
+    "itself and gives the later claims back uncounted") {
   ConsumerFixture f;
   auto store = f.Store();
   auto other = f.Store();
@@ -96,9 +97,10 @@ TEST_CASE("PostgresStore batches: claims answer as Acquire does; a failed handle
   // a's row and mark committed; b's row rolled back to its savepoint; c, d not run.
   CHECK(f.Value("SELECT string_agg(key, ',' ORDER BY key) FROM effects") == "a");
   auto state = [&](const std::string& key) {
-    return f.Value("SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
-                   "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
-                   key + "'");
+    return f.Value(
+        "SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
+        "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
+        key + "'");
   };
   CHECK(state("a") == "COMPLETED/1/-");
   CHECK(state("b") == "PENDING/1/me");  // the consumer releases it when it retries
@@ -106,8 +108,9 @@ TEST_CASE("PostgresStore batches: claims answer as Acquire does; a failed handle
   CHECK(state("d") == "PENDING/0/-");
 }
 
-TEST_CASE("PostgresStore batches: a deferred constraint failing at COMMIT sends the batch "
-          "record by record") {
+TEST_CASE(
+    "PostgresStore batches: a deferred constraint failing at COMMIT sends the batch "
+    "record by record") {
   ConsumerFixture f;
   f.Exec("CREATE TABLE uniq (v text, CONSTRAINT uniq_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)");
   f.Exec("INSERT INTO uniq VALUES ('taken')");
@@ -131,15 +134,19 @@ TEST_CASE("PostgresStore batches: a deferred constraint failing at COMMIT sends 
                 "locked_by IS NULL") == 3);
 }
 
-TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
-          "per record; the claims after a failure are given back uncounted") {
+TEST_CASE(
+    "RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
+    "per record; the claims after a failure are given back uncounted") {
   auto redis = StartRedis();
   auto store = ConnectRedis(*redis);
   auto other = ConnectRedis(*redis);
   const std::vector<wc::Message> m = {Msg(0), Msg(1), Msg(2), Msg(3), Msg(4)};
-  auto done = [](wc::HandlerContext& ctx) { return wc::HandlerResult::Done("ok " + ctx.idempotency_key()); };
+  auto done = [](wc::HandlerContext& ctx) {
+    return wc::HandlerResult::Done("ok " + ctx.idempotency_key());
+  };
   REQUIRE(store->Acquire("svc", "done", "me", 30s, m[0]).ok());
-  REQUIRE(store->Run("svc", "done", "me", 1h, m[0], 1, done)->kind == wc::RunOutcome::Kind::kCompleted);
+  REQUIRE(store->Run("svc", "done", "me", 1h, m[0], 1, done)->kind ==
+          wc::RunOutcome::Kind::kCompleted);
   REQUIRE(other->Acquire("svc", "held", "other", 30s, m[0]).ok());
   auto claims = store->AcquireBatch("svc", Batch(m, {"done", "new", "held"}), "me", 30s);
   REQUIRE_MESSAGE(claims.ok(), claims.status().ToString());
@@ -157,7 +164,8 @@ TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks ar
   auto handler = [&](wc::HandlerContext& ctx) {
     ran.push_back(ctx.idempotency_key() + "#" + std::to_string(ctx.fencing_token()));
     if (ctx.idempotency_key() == "b")
-      REQUIRE(redis->Command({"HSET", "walrelay:consumer:svc:b", "owner", "thief", "fence", "2"}).ok());
+      REQUIRE(
+          redis->Command({"HSET", "walrelay:consumer:svc:b", "owner", "thief", "fence", "2"}).ok());
     if (ctx.idempotency_key() == "c") return wc::HandlerResult::Retry("Flaky", "try later");
     return wc::HandlerResult::Done("ok " + ctx.idempotency_key());
   };
@@ -176,12 +184,13 @@ TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks ar
   CHECK(field("b", "state") == "PENDING");
   CHECK(field("b", "owner") == "thief");
   CHECK(field("c", "owner") == "me");  // the consumer releases it when it retries
-  CHECK(field("d", "owner") == "");     // given back, attempt uncounted
+  CHECK(field("d", "owner") == "");    // given back, attempt uncounted
   CHECK(field("d", "attempts") == "0");
 }
 
-TEST_CASE("Consumer batches: outcomes in partition order, a retried record in place, a key "
-          "twice in one batch, every effect once (PostgreSQL and Redis)") {
+TEST_CASE(
+    "Consumer batches: outcomes in partition order, a retried record in place, a key "
+    "twice in one batch, every effect once (PostgreSQL and Redis)") {
   ConsumerFixture f;
   REQUIRE(f.kafka().CreateTopic("orders", 2, 1).ok());
   auto redis = StartRedis();
@@ -208,7 +217,8 @@ TEST_CASE("Consumer batches: outcomes in partition order, a retried record in pl
     std::vector<std::string> out;
     std::set<std::string> seen;
     for (const auto& [id, p] : sent)
-      if (p == partition) out.push_back(id + (seen.insert(id).second ? ":completed" : ":duplicate"));
+      if (p == partition)
+        out.push_back(id + (seen.insert(id).second ? ":completed" : ":duplicate"));
     return out;
   };
 
@@ -230,7 +240,8 @@ TEST_CASE("Consumer batches: outcomes in partition order, a retried record in pl
     CHECK(f.Count("SELECT count(*) FROM effects") == 40);
     CHECK(f.Count("SELECT count(DISTINCT key) FROM effects") == 40);
     CHECK(f.Count("SELECT count(*) FROM walrelay_consumer_keys WHERE state = 'COMPLETED'") == 40);
-    CHECK(f.Value("SELECT attempts FROM walrelay_consumer_keys WHERE idempotency_key = 'e-13'") == "2");
+    CHECK(f.Value("SELECT attempts FROM walrelay_consumer_keys WHERE idempotency_key = 'e-13'") ==
+          "2");
     CHECK(f.Count("SELECT count(*) FROM walrelay_consumer_keys WHERE attempts <> 1") == 1);
   }
   SUBCASE("Redis") {
@@ -256,8 +267,9 @@ TEST_CASE("Consumer batches: outcomes in partition order, a retried record in pl
   CHECK(order[1] == expected(1));
 }
 
-TEST_CASE("Consumer: waiting on a key held by a stuck handler keeps the group membership "
-          "(no max.poll.interval.ms eviction)") {
+TEST_CASE(
+    "Consumer: waiting on a key held by a stuck handler keeps the group membership "
+    "(no max.poll.interval.ms eviction)") {
   ConsumerFixture f;
   REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
   auto redis = StartRedis();
@@ -265,7 +277,8 @@ TEST_CASE("Consumer: waiting on a key held by a stuck handler keeps the group me
   auto stuck = ConnectRedis(*redis);
   // Another member's handler holds e-1 with a long lease and never finishes.
   const wc::Message m = Msg(0);
-  REQUIRE(stuck->Acquire("svc", "e-1", "stuck-member", 60s, m)->state == wc::Claim::State::kAcquired);
+  REQUIRE(stuck->Acquire("svc", "e-1", "stuck-member", 60s, m)->state ==
+          wc::Claim::State::kAcquired);
   f.producer().Send("orders", "e-1", "v");
 
   std::mutex mu;
@@ -336,10 +349,12 @@ void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool po
   };
   {
     RunningConsumer c(opts, store, handler);
-    REQUIRE(WaitUntil([&] {
-      auto s = c.stats();
-      return s.completed + s.duplicates + s.dead_lettered == 4;
-    }, 30s));
+    REQUIRE(WaitUntil(
+        [&] {
+          auto s = c.stats();
+          return s.completed + s.duplicates + s.dead_lettered == 4;
+        },
+        30s));
     CHECK(c.Stop().ok());
     CHECK(c.stats().payload_mismatches == 1);
     CHECK(c.stats().completed == 2);
@@ -348,14 +363,14 @@ void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool po
     CHECK(c.stats().dead_lettered == (skip ? 0 : 1));
     const std::string text = c.consumer().MetricsText();
     const std::string label = "{consumer=\"" + name + "\"}";
-    for (const std::string& line : std::vector<std::string>
-         {"walrelay_consumer_payload_mismatches_total" + label + " 1",
-          "walrelay_consumer_claims_total" + label + " 2",
-          "walrelay_consumer_completed_total" + label + " 2",
-          "walrelay_consumer_duplicates_total" + label + (skip ? " 2" : " 1"),
-          "walrelay_consumer_dead_letters_total" + label + (skip ? " 0" : " 1"),
-          "walrelay_consumer_handler_seconds_count" + label + " 2",
-          std::string("# TYPE walrelay_consumer_handler_seconds histogram")})
+    for (const std::string& line : std::vector<std::string>{
+             "walrelay_consumer_payload_mismatches_total" + label + " 1",
+             "walrelay_consumer_claims_total" + label + " 2",
+             "walrelay_consumer_completed_total" + label + " 2",
+             "walrelay_consumer_duplicates_total" + label + (skip ? " 2" : " 1"),
+             "walrelay_consumer_dead_letters_total" + label + (skip ? " 0" : " 1"),
+             "walrelay_consumer_handler_seconds_count" + label + " 2",
+             std::string("# TYPE walrelay_consumer_handler_seconds histogram")})
       CHECK_MESSAGE(text.find(line + "\n") != std::string::npos, line);
     CHECK(text.find("walrelay_consumer_handler_seconds_bucket{consumer=\"" + name +
                     "\",le=\"+Inf\"} 2\n") != std::string::npos);
@@ -374,8 +389,8 @@ void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool po
   const wc::Message first = Msg(0, "amount=10");
   if (postgres) {
     CHECK(f.Value("SELECT state || ' ' || payload_hash FROM walrelay_consumer_keys WHERE "
-                  "consumer_name = '" + name + "' AND idempotency_key = 'e-1'") ==
-          "COMPLETED " + wc::PayloadHash(first));
+                  "consumer_name = '" +
+                  name + "' AND idempotency_key = 'e-1'") == "COMPLETED " + wc::PayloadHash(first));
   } else {
     const std::string key = "walrelay:consumer:" + name + ":e-1";
     CHECK(*redis.Command({"HGET", key, "state"}) == "COMPLETED");
@@ -392,9 +407,10 @@ void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool po
   }
 }
 
-TEST_CASE("Consumer: a key that comes back with another payload is dead-lettered as "
-          "payload-mismatch (or skipped when configured), counted and logged naming the key; "
-          "the metrics count it") {
+TEST_CASE(
+    "Consumer: a key that comes back with another payload is dead-lettered as "
+    "payload-mismatch (or skipped when configured), counted and logged naming the key; "
+    "the metrics count it") {
   ConsumerFixture f;
   auto redis = StartRedis();
   SUBCASE("PostgreSQL") {

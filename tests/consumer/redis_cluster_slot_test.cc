@@ -110,8 +110,8 @@ class RedirectLoopNode {
         buf.erase(0, used);
         std::string reply;
         if (args.size() >= 2 && args[0] == "CLUSTER" && args[1] == "SLOTS") {
-          reply = "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:" +
-                  std::to_string(port_) + "\r\n";
+          reply = "*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:" + std::to_string(port_) +
+                  "\r\n";
         } else {
           std::this_thread::sleep_for(delay_);
           reply = "-MOVED 1 " + name() + "\r\n";

@@ -179,8 +179,9 @@ TEST_CASE("RedisStore: EVALSHA falls back to SCRIPT LOAD when the server forgot 
   CHECK(c->state == wc::Claim::State::kAcquired);
 }
 
-TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark again instead of "
-          "running the handler again") {
+TEST_CASE(
+    "RedisStore: a connection lost while marking COMPLETED sends the mark again instead of "
+    "running the handler again") {
   auto redis = StartRedis();
   std::vector<std::string> log;
   wc::RedisStoreOptions o;
@@ -210,8 +211,8 @@ TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark 
   }
   SUBCASE("a batch: one mark whose reply was lost, one never sent") {
     std::vector<wc::Message> m = {Msg(), Msg(), Msg()};
-    std::vector<wc::BatchRecord> records = {{&m[0], "keep", {}}, {&m[1], "cut", {}},
-                                            {&m[2], "after", {}}};
+    std::vector<wc::BatchRecord> records = {
+        {&m[0], "keep", {}}, {&m[1], "cut", {}}, {&m[2], "after", {}}};
     auto claims = store->AcquireBatch("svc", records, "o", 10s);
     REQUIRE(claims.ok());
     for (size_t i = 0; i < records.size(); ++i) records[i].claim = (*claims)[i];
@@ -223,12 +224,14 @@ TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark 
     for (const char* k : {"keep", "cut", "after"}) CHECK(Field(*redis, k, "state") == "COMPLETED");
   }
   bool resent = false;
-  for (const auto& line : log) resent = resent || line.rfind("CONNECTION lost while marking", 0) == 0;
+  for (const auto& line : log)
+    resent = resent || line.rfind("CONNECTION lost while marking", 0) == 0;
   CHECK(resent);
 }
 
-TEST_CASE("RedisStore fencing: a handler stalled past its lease while another member claims "
-          "the key: exactly one completes, the stale one's mark is refused") {
+TEST_CASE(
+    "RedisStore fencing: a handler stalled past its lease while another member claims "
+    "the key: exactly one completes, the stale one's mark is refused") {
   auto redis = StartRedis();
   // A stalled process renews nothing: member A's renewal is off, as if its process paused.
   wc::RedisStoreOptions stalled;
@@ -261,8 +264,10 @@ TEST_CASE("RedisStore fencing: a handler stalled past its lease while another me
   auto run_a = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
     effects.push_back("a#" + std::to_string(ctx.fencing_token()));
     std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
-    if (b_first) claim_and_run_b();      // B claims and completes while A is stalled
-    else REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
+    if (b_first)
+      claim_and_run_b();  // B claims and completes while A is stalled
+    else
+      REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
     return wc::HandlerResult::Done("by a");
   });
   REQUIRE(run_a.ok());

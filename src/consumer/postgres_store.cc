@@ -12,9 +12,10 @@
 // Every timestamp is the database server's now(), never the client's clock.
 //
 // A poll batch takes the same two steps for all its records at once:
-//  1. AcquireBatch: one pipelined transaction (one round trip): insert the missing key rows,
-//     lock every row in key order (so two batches never deadlock), read their states, claim
-//     the free ones in one UPDATE, COMMIT. Each record gets the answer Acquire would give.
+//  1. AcquireBatch: one pipelined transaction (one round trip): insert the missing key rows
+//     already claimed, lock every row in key order (so two batches never deadlock), read their
+//     states, claim the free older ones in one UPDATE, COMMIT. Each record gets the answer
+//     Acquire would give.
 //  2. RunBatch: one transaction with a savepoint per record. A completed handler's COMPLETED
 //     mark, the savepoint's release and the next savepoint go in one pipeline; a failed
 //     handler is rolled back to its savepoint alone, so the records before it stay, and the
@@ -364,18 +365,26 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
   }
   const std::string key_array = PgTextArray(keys);
   const std::string hash_array = PgTextArray(hashes);
+  const std::string topic_array = PgTextArray(topics);
+  const std::string partition_array = PgTextArray(partitions);
+  const std::string offset_array = PgTextArray(offsets);
   // The row lock waits for a holder running its handler, up to one lease, as Acquire does.
   auto results = ExecPipeline(
       d.conn.get(),
       {
           {"BEGIN", {}},
           {"SET LOCAL lock_timeout = " + Ms(lease), {}},
+          // A new key is inserted already claimed (attempt 1): no second write for it.
           {"INSERT INTO " + t +
-               " (consumer_name, idempotency_key, state, attempts, expires_at,"
-               " payload_hash) SELECT $1, k, 'PENDING', 0, now(), h"
-               " FROM unnest($2::text[], $3::text[]) AS i(k, h) ORDER BY k"
+               " (consumer_name, idempotency_key, state, attempts, locked_by, locked_at,"
+               " expires_at, topic, kafka_partition, kafka_offset, payload_hash)"
+               " SELECT $1, k, 'PENDING', 1, $4, now(),"
+               " now() + $5::bigint * interval '1 millisecond', topic, part, off, h"
+               " FROM unnest($2::text[], $3::text[], $6::text[], $7::int[], $8::bigint[])"
+               " AS i(k, h, topic, part, off) ORDER BY k"
                " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
-           {consumer, key_array, hash_array}},
+           {consumer, key_array, hash_array, owner, Ms(lease), topic_array, partition_array,
+            offset_array}},
           {"SELECT idempotency_key, state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
            " coalesce(result, ''), coalesce(last_error, ''),"
            " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
@@ -394,9 +403,11 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
                " AS i(key, topic, part, off, hash)"
                " WHERE k.consumer_name = $1 AND k.idempotency_key = i.key AND k.state = 'PENDING'"
                " AND (k.locked_by IS NULL OR k.locked_by = $3 OR k.expires_at <= now())"
+               // Not the rows this transaction inserted (claimed already, at now()).
+               " AND NOT (k.locked_by IS NOT DISTINCT FROM $3 AND k.locked_at = now())"
                " RETURNING k.idempotency_key, k.attempts",
-           {consumer, key_array, owner, Ms(lease), PgTextArray(topics), PgTextArray(partitions),
-            PgTextArray(offsets), hash_array}},
+           {consumer, key_array, owner, Ms(lease), topic_array, partition_array, offset_array,
+            hash_array}},
           {"COMMIT", {}},
       });
   if (!results.ok()) {

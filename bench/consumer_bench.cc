@@ -4,27 +4,36 @@
 //   plain           a librdkafka consumer with the same handler and no store (auto commit,
 //                   the row written on its own connection): the baseline;
 //   plain-commit    the same, committing each offset synchronously: the Kafka commit's cost;
-//   postgres        Consumer + PostgresStore, the row written in the store's transaction,
-//                   offsets committed per record (the default);
-//   postgres-500ms  the same with commit_interval = 500 ms;
-//   redis           Consumer + RedisStore, the row written on its own connection;
-//   redis-500ms     the same with commit_interval = 500 ms.
+//   postgres        Consumer + PostgresStore with the default options (batches of up to 500,
+//                   offsets committed per batch), the row written in the store's transaction;
+//   postgres-batch1 the same with max_batch = 1: a record at a time, as before batching;
+//   redis           Consumer + RedisStore, defaults, the row written on its own connection;
+//   redis-batch1    the same with max_batch = 1.
 // Each mode reads its own copy of the records (its own topic), all on the same broker,
-// PostgreSQL and redis-server, started here on loopback. Reported per mode: records/s from the
-// first record handled to the last, and the handling time per record (the interval between
-// consecutive records finished, which covers poll, store, handler and commit), p50/p99/max.
+// PostgreSQL and redis-server, started here on loopback; the modes take turns for three rounds
+// (WALRELAY_BENCH_ROUNDS) and each reports its median round. Reported per mode: records/s from the
+// first record handled to the last, and the interval between consecutive records finished
+// (poll, store, handler and commit; with batches, records finish in bursts), p50/p99/max.
 //
-//   bash scripts/fetch-kafka.sh && build/bench/consumer_bench [records] [out.csv]
+// Then the latency at a steady 2,000 records/s (rows plain@2000, postgres@2000, redis@2000):
+// a producer sends R records/s for a few seconds while the consumer keeps up; p50/p99/max are
+// the time from the send to the record finished (store modes: after the store recorded its
+// outcome), and added_p99_ms is a store mode's p99 minus plain@2000's, what the store adds.
+//
+//   bash scripts/fetch-kafka.sh && build/bench/consumer_bench [records] [out.csv] [rate]
 #include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -56,22 +65,37 @@ void Must(const walrelay::Status& st, const char* what) {
 }
 
 // N records with unique id headers and an order-like JSON value, acknowledged by the broker.
-void Produce(const std::string& bootstrap, const std::string& topic, int records) {
+// `rate` > 0: sent at that many records/s, each with a "sent" header (steady clock, ns).
+void Produce(const std::string& bootstrap, const std::string& topic, int records, int rate = 0) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
-  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()}, {"acks", "all"},
-                      {"linger.ms", "20"}, {"enable.idempotence", "true"}})
+  // Paced: a 2 ms linger, as a relay batches its sends; one request per record would load the
+  // broker more than the consumers under test.
+  const char* linger = rate > 0 ? "2" : "20";
+  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()},
+                      {"acks", "all"},
+                      {"linger.ms", linger},
+                      {"enable.idempotence", "true"}})
     if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) Die(err);
   std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
       rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), &rd_kafka_destroy);
   if (!rk) Die(err);
+  const Clock::time_point start = Clock::now();
   for (int i = 0; i < records; ++i) {
     char id[40];
     std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", i);
     const std::string value = "{\"orderId\": \"order-" + std::to_string(i) +
                               "\", \"amount\": " + std::to_string(i % 100 + 1) + ".5}";
-    rd_kafka_headers_t* headers = rd_kafka_headers_new(1);
+    rd_kafka_headers_t* headers = rd_kafka_headers_new(2);
     rd_kafka_header_add(headers, "id", -1, id, -1);
+    if (rate > 0) {
+      std::this_thread::sleep_until(start + std::chrono::microseconds(int64_t{1000000} * i / rate));
+      rd_kafka_poll(rk.get(), 0);
+      const std::string sent = std::to_string(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count());
+      rd_kafka_header_add(headers, "sent", -1, sent.data(), static_cast<ssize_t>(sent.size()));
+    }
     while (true) {
       const rd_kafka_resp_err_t e = rd_kafka_producev(
           rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
@@ -86,11 +110,19 @@ void Produce(const std::string& bootstrap, const std::string& topic, int records
   if (rd_kafka_flush(rk.get(), 60000) != RD_KAFKA_RESP_ERR_NO_ERROR) Die("flush timed out");
 }
 
-// Timestamps of records finished, in order.
+// Timestamps of records finished, in order, and (paced runs) each record's latency.
 struct Timeline {
   std::vector<Clock::time_point> finished;
+  std::vector<double> latency_ms;
   void Reserve(int n) { finished.reserve(static_cast<size_t>(n)); }
-  void Mark() { finished.push_back(Clock::now()); }
+  // `sent` is the record's "sent" header (steady clock, ns), when it has one.
+  void Mark(const std::optional<std::string>& sent = std::nullopt) {
+    finished.push_back(Clock::now());
+    if (sent) {
+      const Clock::time_point at{std::chrono::nanoseconds(std::atoll(sent->c_str()))};
+      latency_ms.push_back(std::chrono::duration<double, std::milli>(finished.back() - at).count());
+    }
+  }
 };
 
 struct Result {
@@ -98,7 +130,16 @@ struct Result {
   int records = 0;
   double records_per_second = 0;
   double p50_ms = 0, p99_ms = 0, max_ms = 0;
+  std::optional<double> added_p99_ms;
 };
+
+void Percentiles(std::vector<double> v, Result& r) {
+  if (v.empty()) return;
+  std::sort(v.begin(), v.end());
+  r.p50_ms = v[v.size() / 2];
+  r.p99_ms = v[std::min(v.size() - 1, v.size() * 99 / 100)];
+  r.max_ms = v.back();
+}
 
 Result Summarise(const std::string& mode, const Timeline& t) {
   Result r;
@@ -111,16 +152,26 @@ Result Summarise(const std::string& mode, const Timeline& t) {
   const double seconds =
       std::chrono::duration<double>(t.finished.back() - t.finished.front()).count();
   r.records_per_second = static_cast<double>(gaps.size()) / seconds;
-  std::sort(gaps.begin(), gaps.end());
-  r.p50_ms = gaps[gaps.size() / 2];
-  r.p99_ms = gaps[std::min(gaps.size() - 1, gaps.size() * 99 / 100)];
-  r.max_ms = gaps.back();
+  Percentiles(t.latency_ms.empty() ? gaps : t.latency_ms, r);
   return r;
+}
+
+std::optional<std::string> SentHeader(rd_kafka_message_t* m) {
+  rd_kafka_headers_t* headers = nullptr;
+  const void* v = nullptr;
+  size_t size = 0;
+  if (rd_kafka_message_headers(m, &headers) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+      rd_kafka_header_get_last(headers, "sent", &v, &size) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return std::nullopt;
+  return std::string(static_cast<const char*>(v), size);
 }
 
 constexpr const char* kInsert = "INSERT INTO effects (key, note) VALUES ($1, $2)";
 
 // The baseline: a plain librdkafka consumer, auto commit, the row on its own connection.
+// Set once the consumer has its partition, for the paced runs.
+std::atomic<bool> g_assigned{false};
+
 Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int records,
                   PGconn* effects, bool commit_each = false) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
@@ -141,6 +192,13 @@ Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int re
   t.Reserve(records);
   while (static_cast<int>(t.finished.size()) < records) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk.get(), 100);
+    if (!g_assigned) {
+      rd_kafka_topic_partition_list_t* assigned = nullptr;
+      if (rd_kafka_assignment(rk.get(), &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (assigned->cnt > 0) g_assigned = true;
+        rd_kafka_topic_partition_list_destroy(assigned);
+      }
+    }
     if (m == nullptr) continue;
     if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
       const void* id = nullptr;
@@ -152,7 +210,7 @@ Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int re
       const std::string value(static_cast<const char*>(m->payload), m->len);
       Must(wc::ExecPg(effects, kInsert, {key, value}).status(), "plain insert");
       if (commit_each) rd_kafka_commit_message(rk.get(), m, 0);
-      t.Mark();
+      t.Mark(SentHeader(m));
     }
     rd_kafka_message_destroy(m);
   }
@@ -163,21 +221,23 @@ Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int re
 // The idempotent consumer with `store`; `in_store_transaction` writes the row through ctx.
 Timeline RunConsumer(const std::string& bootstrap, const std::string& topic, int records,
                      wc::IdempotencyStore& store, bool in_store_transaction, PGconn* effects,
-                     std::chrono::milliseconds commit_interval) {
+                     size_t max_batch) {
   wc::ConsumerOptions o;
   o.name = "bench-" + topic;
   o.bootstrap_servers = bootstrap;
   o.topics = {topic};
-  o.commit_interval = commit_interval;
+  o.max_batch = max_batch;
   o.kafka_properties = {{"fetch.wait.max.ms", "50"}};
   o.log = [](wc::LogLevel level, const std::string& line) {
+    if (line.rfind("assigned ", 0) == 0) g_assigned = true;
     if (level >= wc::LogLevel::kWarn) std::fprintf(stderr, "consumer: %s\n", line.c_str());
   };
   Timeline t;
   t.Reserve(records);
   std::unique_ptr<wc::Consumer> consumer;
-  o.on_processed = [&](const wc::Message&, const wc::RecordOutcome&) {
-    t.Mark();
+  o.on_processed = [&](const wc::Message& m, const wc::RecordOutcome&) {
+    const wc::MessageHeader* sent = m.FindHeader("sent");
+    t.Mark(sent != nullptr ? sent->value : std::nullopt);
     if (static_cast<int>(t.finished.size()) == records) consumer->Stop();
   };
   auto handler = [in_store_transaction, effects](wc::HandlerContext& ctx) {
@@ -201,6 +261,18 @@ Timeline RunConsumer(const std::string& bootstrap, const std::string& topic, int
 int main(int argc, char** argv) {
   const int records = argc > 1 ? std::atoi(argv[1]) : 20000;
   const std::string csv = argc > 2 ? argv[2] : "";
+  const int rate = argc > 3 ? std::atoi(argv[3]) : 2000;
+  const int paced_seconds = 5;
+  const int rounds = std::getenv("WALRELAY_BENCH_ROUNDS") != nullptr
+                         ? std::max(1, std::atoi(std::getenv("WALRELAY_BENCH_ROUNDS")))
+                         : 3;
+  // WALRELAY_BENCH_MODES=plain,postgres runs only the modes named (all by default).
+  const char* only = std::getenv("WALRELAY_BENCH_MODES");
+  auto wanted = [only](const std::string& mode) {
+    if (only == nullptr || *only == '\0') return true;
+    const std::string list = std::string(",") + only + ",";
+    return list.find("," + mode + ",") != std::string::npos;
+  };
 
   auto pg = Must(walrelay::devtools::PgSandbox::Start(), "PostgreSQL");
   auto redis = Must(walrelay::devtools::RedisSandbox::Start(), "redis-server");
@@ -222,27 +294,31 @@ int main(int argc, char** argv) {
 
   struct Mode {
     std::string name;
-    std::function<Timeline(const std::string& topic)> run;
+    std::function<Timeline(const std::string& topic, int records)> run;
   };
   const std::string bootstrap = broker->bootstrap_servers();
+  auto plain = [&](const std::string& t, int n) {
+    return RunPlain(bootstrap, t, n, effects.get());
+  };
+  auto postgres = [&](size_t batch) {
+    return [&, batch](const std::string& t, int n) {
+      return RunConsumer(bootstrap, t, n, *pg_store, true, nullptr, batch);
+    };
+  };
+  auto redis_mode = [&](size_t batch) {
+    return [&, batch](const std::string& t, int n) {
+      return RunConsumer(bootstrap, t, n, *redis_store, false, effects.get(), batch);
+    };
+  };
+  const size_t defaults = wc::ConsumerOptions{}.max_batch;
   const std::vector<Mode> modes = {
-      {"plain", [&](const std::string& t) { return RunPlain(bootstrap, t, records, effects.get()); }},
+      {"plain", plain},
       {"plain-commit",
-       [&](const std::string& t) { return RunPlain(bootstrap, t, records, effects.get(), true); }},
-      {"postgres", [&](const std::string& t) {
-         return RunConsumer(bootstrap, t, records, *pg_store, true, nullptr, std::chrono::milliseconds(0));
-       }},
-      {"postgres-500ms", [&](const std::string& t) {
-         return RunConsumer(bootstrap, t, records, *pg_store, true, nullptr, std::chrono::milliseconds(500));
-       }},
-      {"redis", [&](const std::string& t) {
-         return RunConsumer(bootstrap, t, records, *redis_store, false, effects.get(),
-                            std::chrono::milliseconds(0));
-       }},
-      {"redis-500ms", [&](const std::string& t) {
-         return RunConsumer(bootstrap, t, records, *redis_store, false, effects.get(),
-                            std::chrono::milliseconds(500));
-       }},
+       [&](const std::string& t, int n) { return RunPlain(bootstrap, t, n, effects.get(), true); }},
+      {"postgres", postgres(defaults)},
+      {"postgres-batch1", postgres(1)},
+      {"redis", redis_mode(defaults)},
+      {"redis-batch1", redis_mode(1)},
   };
   // Warm-up: the broker's JIT and the first group join are not timed.
   Must(broker->CreateTopic("bench.warmup", 1, 1), "topic");
@@ -250,28 +326,79 @@ int main(int argc, char** argv) {
   (void)RunPlain(bootstrap, "bench.warmup", 2000, effects.get());
 
   std::vector<Result> results;
-  for (const Mode& mode : modes) {
-    const std::string topic = "bench." + mode.name;
-    Must(broker->CreateTopic(topic, 1, 1), "topic");
-    Produce(bootstrap, topic, records);
-    results.push_back(Summarise(mode.name, mode.run(topic)));
-    const Result& r = results.back();
+  auto report = [&](const Result& r) {
     std::fprintf(stderr, "%-15s %6d records  %8.0f records/s  p50 %.3f ms  p99 %.3f ms  max %.1f ms\n",
                  r.mode.c_str(), r.records, r.records_per_second, r.p50_ms, r.p99_ms, r.max_ms);
+  };
+  // The modes take turns, `rounds` times, and each reports its median round: a burst of
+  // other work on the machine then costs one round of one mode, not the comparison.
+  std::map<std::string, std::vector<Result>> rounds_of;
+  for (int round = 0; round < rounds; ++round) {
+    for (const Mode& mode : modes) {
+      if (!wanted(mode.name)) continue;
+      const std::string topic = "bench." + mode.name + "." + std::to_string(round);
+      Must(broker->CreateTopic(topic, 1, 1), "topic");
+      Produce(bootstrap, topic, records);
+      rounds_of[mode.name].push_back(Summarise(mode.name, mode.run(topic, records)));
+      report(rounds_of[mode.name].back());
+    }
   }
-  std::printf("mode,records,records_per_s,p50_ms,p99_ms,max_ms\n");
-  for (const Result& r : results)
-    std::printf("%s,%d,%.0f,%.3f,%.3f,%.1f\n", r.mode.c_str(), r.records, r.records_per_second,
-                r.p50_ms, r.p99_ms, r.max_ms);
+  for (const Mode& mode : modes) {
+    auto& r = rounds_of[mode.name];
+    if (r.empty()) continue;
+    std::sort(r.begin(), r.end(), [](const Result& a, const Result& b) {
+      return a.records_per_second < b.records_per_second;
+    });
+    results.push_back(r[r.size() / 2]);
+  }
+  // Latency at a steady rate: the consumer is up and waiting before the first record is sent.
+  const std::vector<Mode> paced = {
+      {"plain@" + std::to_string(rate), plain},
+      {"postgres@" + std::to_string(rate), postgres(defaults)},
+      {"redis@" + std::to_string(rate), redis_mode(defaults)},
+  };
+  const int paced_records = rate * paced_seconds;
+  std::optional<double> plain_p99;
+  for (const Mode& mode : paced) {
+    if (!wanted(mode.name)) continue;
+    std::string topic = "bench.paced." + mode.name;
+    topic.replace(topic.find('@'), 1, "-at-");
+    Must(broker->CreateTopic(topic, 1, 1), "topic");
+    Timeline t;
+    g_assigned = false;
+    std::thread consumer([&] { t = mode.run(topic, paced_records); });
+    const auto joined = Clock::now() + std::chrono::seconds(60);
+    while (!g_assigned && Clock::now() < joined)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // fetching
+    Produce(bootstrap, topic, paced_records, rate);
+    consumer.join();
+    Result r = Summarise(mode.name, t);
+    if (!plain_p99)
+      plain_p99 = r.p99_ms;
+    else
+      r.added_p99_ms = r.p99_ms - *plain_p99;
+    results.push_back(r);
+    report(r);
+  }
+  auto line = [](const Result& r) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s,%d,%.0f,%.3f,%.3f,%.1f,", r.mode.c_str(), r.records,
+                  r.records_per_second, r.p50_ms, r.p99_ms, r.max_ms);
+    std::string out = buf;
+    if (r.added_p99_ms) {
+      std::snprintf(buf, sizeof buf, "%.3f", *r.added_p99_ms);
+      out += buf;
+    }
+    return out + "\n";
+  };
+  const char* header = "mode,records,records_per_s,p50_ms,p99_ms,max_ms,added_p99_ms\n";
+  std::printf("%s", header);
+  for (const Result& r : results) std::printf("%s", line(r).c_str());
   if (!csv.empty()) {
     std::ofstream out(csv);
-    out << "mode,records,records_per_s,p50_ms,p99_ms,max_ms\n";
-    for (const Result& r : results) {
-      char line[200];
-      std::snprintf(line, sizeof line, "%s,%d,%.0f,%.3f,%.3f,%.1f\n", r.mode.c_str(), r.records,
-                    r.records_per_second, r.p50_ms, r.p99_ms, r.max_ms);
-      out << line;
-    }
+    out << header;
+    for (const Result& r : results) out << line(r);
   }
   return 0;
 }

@@ -18,10 +18,14 @@ CREATE TABLE IF NOT EXISTS public.walrelay_consumer_keys (
     topic           text,                           -- the record that last claimed the key
     kafka_partition integer,
     kafka_offset    bigint,
+    payload_hash    text,                           -- SHA-256 of the first claiming record's value
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_name, idempotency_key)
 );
+
+-- Tables created before the payload check: the column it needs.
+ALTER TABLE public.walrelay_consumer_keys ADD COLUMN IF NOT EXISTS payload_hash text;
 
 -- `walrelay consumer-gc` and PostgresStore::Cleanup delete expired rows in batches through it.
 CREATE INDEX IF NOT EXISTS walrelay_consumer_keys_expires_at_idx

@@ -14,13 +14,14 @@
 //    key with a lease on the Redis server's clock. A crash after the effect and before the key
 //    is marked COMPLETED repeats the effect; see docs/consumer.md.
 //
-// The Kafka offset is committed only after the store recorded the outcome: per record by
-// default, or every commit_interval and before partitions are given up in a rebalance
-// (cooperative-sticky by default, so a rebalance moves only the partitions that change owner
-// while the others keep flowing). A failing handler
-// is retried with exponential backoff up to max_attempts (counted in the store, so restarts
-// and crashes count too); then, or at once for a non-retriable error, the record goes to the
-// dead-letter topic with reason headers, its key is marked FAILED and the partition moves on.
+// Records are handled a poll batch at a time (max_batch), in partition order, with the same
+// guarantees record by record. The Kafka offset is committed only after the store recorded
+// the outcome: per batch by default, or every commit_interval and before partitions are given up in
+// a rebalance (cooperative-sticky by default, so a rebalance moves only the partitions that change
+// owner while the others keep flowing). A failing handler is retried with exponential backoff up to
+// max_attempts (counted in the store, so restarts and crashes count too); then, or at once for a
+// non-retriable error, the record goes to the dead-letter topic with reason headers, its key is
+// marked FAILED and the partition moves on.
 //
 // Threading: Run() blocks the calling thread and uses the store from it only; Stop() and
 // stats() may be called from any thread. Separate Consumer objects are independent.
@@ -83,20 +84,47 @@ struct SqlRows {
   std::vector<std::vector<std::optional<std::string>>> rows;
 };
 
+// For stores: statements a store has queued to go before the handler's first SQL statement
+// (PostgresStore's batches send a record's savepoint with that statement, in one round trip).
+class SqlPrelude {
+ public:
+  virtual ~SqlPrelude() = default;
+  // Sends what is queued, then `sql`, and returns the result of `sql`.
+  virtual Result<SqlRows> Exec(const std::string& sql,
+                               const std::vector<std::optional<std::string>>& params) = 0;
+  // Sends what is queued, before the handler uses the connection itself.
+  virtual void Flush() = 0;
+};
+
 // What the handler receives with the record.
 class HandlerContext {
  public:
-  HandlerContext(const Message& message, std::string idempotency_key, int attempt, PGconn* conn)
-      : message_(message), key_(std::move(idempotency_key)), attempt_(attempt), conn_(conn) {}
+  HandlerContext(const Message& message, std::string idempotency_key, int attempt, PGconn* conn,
+                 int64_t fencing_token = 0)
+      : message_(message),
+        key_(std::move(idempotency_key)),
+        attempt_(attempt),
+        conn_(conn),
+        fencing_token_(fencing_token) {}
 
   const Message& message() const { return message_; }
   const std::string& idempotency_key() const { return key_; }
   // 1 for the first run; includes runs that crashed the process.
   int attempt() const { return attempt_; }
+  // RedisStore: the claim's fencing token, larger for every claim of this key. Pass it to
+  // downstream writes that can refuse a token lower than one they have seen: a claimant whose
+  // lease was taken over (a process paused past its lease) then cannot overwrite the newer
+  // claimant's effect. 0 for PostgresStore, whose row lock already excludes a second runner.
+  int64_t fencing_token() const { return fencing_token_; }
 
   // PostgresStore: the connection, inside the transaction that will mark the key COMPLETED.
   // Do not COMMIT or ROLLBACK on it; return a HandlerResult instead. nullptr for RedisStore.
-  PGconn* connection() const { return conn_; }
+  PGconn* connection() const {
+    if (prelude_ != nullptr) prelude_->Flush();
+    return conn_;
+  }
+  // For stores: statements to send before the handler's first one.
+  void set_prelude(SqlPrelude* prelude) { prelude_ = prelude; }
 
   // Runs one SQL statement with text parameters ($1, $2, ...) in that transaction. A failure
   // becomes a Status whose message starts with "sqlstate:<code>: "; SqlFailure() turns it into
@@ -111,6 +139,8 @@ class HandlerContext {
   std::string key_;
   int attempt_;
   PGconn* conn_;
+  int64_t fencing_token_;
+  SqlPrelude* prelude_ = nullptr;
 };
 
 using Handler = std::function<HandlerResult(HandlerContext&)>;
@@ -136,7 +166,15 @@ struct Claim {
   std::string last_error;                 // the latest recorded failure, if any
   std::string previous_owner;             // kTakenOver, kConflict
   std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
+  int64_t fencing_token = 0;                 // kAcquired, kTakenOver: this claim's token (Redis)
+  // The hash of the payload the key was first claimed with (PayloadHash); "" when the key is
+  // new or was stored before hashes were kept.
+  std::string payload_hash;
 };
+
+// SHA-256 of the record's value, in hex, with a null value distinct from an empty one: what the
+// stores keep with a key to recognise the same key coming back with another payload.
+std::string PayloadHash(const Message& message);
 
 const char* ClaimStateName(Claim::State state);
 
@@ -151,8 +189,19 @@ struct RunOutcome {
   HandlerResult handler;  // what the handler returned
 };
 
+// One record of a batch handed to AcquireBatch / RunBatch, in poll order.
+struct BatchRecord {
+  const Message* message = nullptr;
+  std::string key;
+  Claim claim;  // RunBatch: the record's granted claim (attempts, fencing token)
+};
+
 // Keeps, per (consumer name, key), whether a handler ran to completion. Implementations must
 // make Acquire atomic against concurrent Acquire calls for the same key from any process.
+//
+// The consumer works a poll batch at a time through AcquireBatch and RunBatch; their default
+// implementations call the per-record methods one after the other, so a store only has to
+// override them to save round trips. Both keep the per-record guarantees exactly.
 class IdempotencyStore {
  public:
   virtual ~IdempotencyStore() = default;
@@ -174,6 +223,28 @@ class IdempotencyStore {
   // Deletes up to `batch_size` expired keys; returns how many. Stores whose keys expire on
   // their own return 0.
   virtual Result<int64_t> CleanupBatch(int batch_size) = 0;
+
+  // Claims every record's key (distinct keys, in order): one Claim per record, each the answer
+  // Acquire would have given. An error means no claim is known; the caller claims again.
+  virtual Result<std::vector<Claim>> AcquireBatch(const std::string& consumer,
+                                                  const std::vector<BatchRecord>& records,
+                                                  const std::string& owner,
+                                                  std::chrono::milliseconds lease);
+  // Runs the handler for the records (all claimed by `owner`) in order and records each
+  // outcome. Returns the outcomes of a prefix: every entry but the last is kCompleted or kLost,
+  // the last may be kFailed, and the run stops there. Records past the prefix were not run
+  // (or were undone): their claims are given back with the attempt uncounted. An empty result
+  // asks the caller to process the records one by one (Acquire and Run), which it must do.
+  // An error means the outcome of every record is unknown; the caller claims them again.
+  virtual Result<std::vector<RunOutcome>> RunBatch(const std::string& consumer,
+                                                   const std::vector<BatchRecord>& records,
+                                                   const std::string& owner,
+                                                   std::chrono::milliseconds completed_ttl,
+                                                   const Handler& handler);
+  // Gives back a claim that no handler used, uncounting its attempt. The default keeps the
+  // claim: this owner's next Acquire takes it again, counting one attempt more.
+  virtual Status Unclaim(const std::string& consumer, const std::string& key,
+                         const std::string& owner);
 };
 
 struct PostgresStoreOptions {
@@ -206,6 +277,19 @@ class PostgresStore final : public IdempotencyStore {
   Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
                     std::chrono::milliseconds failed_ttl) override;
   Result<int64_t> CleanupBatch(int batch_size) override;
+  // One pipelined transaction claims the whole batch; one transaction runs it, with a
+  // savepoint per record so a failed handler undoes only its own writes.
+  Result<std::vector<Claim>> AcquireBatch(const std::string& consumer,
+                                          const std::vector<BatchRecord>& records,
+                                          const std::string& owner,
+                                          std::chrono::milliseconds lease) override;
+  Result<std::vector<RunOutcome>> RunBatch(const std::string& consumer,
+                                           const std::vector<BatchRecord>& records,
+                                           const std::string& owner,
+                                           std::chrono::milliseconds completed_ttl,
+                                           const Handler& handler) override;
+  Status Unclaim(const std::string& consumer, const std::string& key,
+                 const std::string& owner) override;
 
  private:
   struct Impl;
@@ -232,14 +316,20 @@ struct RedisStoreOptions {
   // A shortfall is logged, and the record counts as completed all the same.
   int wait_replicas = 0;
   std::chrono::milliseconds wait_timeout{1000};
-  // Cluster events (MOVED, ASK, REFRESH, CONNECTION) and WAIT shortfalls (WAIT), one line
+  // While a handler runs, renew its claim's lease every third of the lease (from a thread of
+  // the store, on a connection of its own), so a slow but live handler is never overtaken;
+  // a process that stops stops renewing, and its lease runs out as before.
+  bool renew_leases = true;
+  // Cluster events (MOVED, ASK, REFRESH, CONNECTION), WAIT shortfalls (WAIT), marks sent
+  // again after a lost connection (CONNECTION) and refused lease renewals (RENEW), one line
   // each, starting with the event's name; nullptr = none.
   std::function<void(const std::string&)> log;
 };
 
 class RedisStore final : public IdempotencyStore {
  public:
-  // Connects, authenticates and loads the scripts.
+  // Connects, authenticates and loads the scripts. Sets SIGPIPE to be ignored when it has its
+  // default action (which would end the process when a server closes a connection).
   static Result<std::unique_ptr<RedisStore>> Connect(const RedisStoreOptions& options);
   ~RedisStore() override;
 
@@ -255,6 +345,19 @@ class RedisStore final : public IdempotencyStore {
                     std::chrono::milliseconds failed_ttl) override;
   // Redis expires keys itself (every key carries a TTL): always 0.
   Result<int64_t> CleanupBatch(int batch_size) override;
+  // Single node: the batch's claims in one pipeline; each COMPLETED mark is sent as soon as
+  // its handler returns and the replies are read once per batch. Cluster: record by record.
+  Result<std::vector<Claim>> AcquireBatch(const std::string& consumer,
+                                          const std::vector<BatchRecord>& records,
+                                          const std::string& owner,
+                                          std::chrono::milliseconds lease) override;
+  Result<std::vector<RunOutcome>> RunBatch(const std::string& consumer,
+                                           const std::vector<BatchRecord>& records,
+                                           const std::string& owner,
+                                           std::chrono::milliseconds completed_ttl,
+                                           const Handler& handler) override;
+  Status Unclaim(const std::string& consumer, const std::string& key,
+                 const std::string& owner) override;
 
  private:
   struct Impl;
@@ -287,6 +390,12 @@ struct RecordOutcome {
 
 const char* RecordOutcomeName(RecordOutcome::Kind kind);
 
+// What the consumer does with a record whose key was first seen with another payload.
+enum class PayloadMismatch {
+  kDeadLetter,  // dead-lettered with error class "payload-mismatch"; the key is left as it is
+  kSkip,        // skipped like a duplicate of the key's first payload
+};
+
 struct ConsumerOptions {
   // Scopes the idempotency keys: consumers with the same name share one set of keys (run
   // several instances of one service under one name), different names are independent.
@@ -311,6 +420,10 @@ struct ConsumerOptions {
   std::string dead_letter_topic;
   // Error classes that skip the retries: exact names, or a prefix ending in '*'.
   std::vector<std::string> non_retriable_errors = {"sqlstate:22*", "sqlstate:23*"};
+  // A key that comes back with another payload (a hash of the value is stored with the key)
+  // is never taken for a plain duplicate: it is counted, logged as an error naming the key,
+  // and dead-lettered (or skipped).
+  PayloadMismatch payload_mismatch = PayloadMismatch::kDeadLetter;
 
   // How long a claim holds a key before another consumer may take it over. Must exceed the
   // handler's longest run for RedisStore (PostgresStore also holds the row lock while running).
@@ -327,11 +440,21 @@ struct ConsumerOptions {
   // (the member was thrown out of the group), redelivers up to this much finished work, which
   // the store then skips (docs/consumer.md has measurements).
   std::chrono::milliseconds commit_interval{0};
+  // Records handled as one batch: what one poll returns, up to this many. Their keys are
+  // claimed together and their outcomes recorded together (one transaction for PostgresStore,
+  // a savepoint per record); with commit_interval 0 their offsets are committed once the
+  // store has recorded every outcome. 1 = one record at a time.
+  size_t max_batch = 500;
 
   // Called after the store recorded a record's outcome and before its offset is committed.
   std::function<void(const Message&, const RecordOutcome&)> on_processed;
   // Log lines; nullptr = stderr for warnings and errors.
   LogFunction log;
+  // Receives Consumer::MetricsText() every metrics_interval, from Run()'s thread, for an
+  // application that pushes its metrics or caches them for its /metrics endpoint; nullptr =
+  // none (MetricsText() can be called from any thread instead).
+  std::function<void(const std::string& prometheus_text)> metrics_hook;
+  std::chrono::milliseconds metrics_interval{10000};
 };
 
 struct ConsumerStats {
@@ -341,6 +464,10 @@ struct ConsumerStats {
   int64_t retries = 0;     // failed runs that were tried again
   int64_t conflicts = 0;   // claims refused because another owner held the key
   int64_t takeovers = 0;   // expired claims taken over
+  int64_t payload_mismatches = 0;  // keys that came back with another payload
+  int64_t claims = 0;              // claims granted (a handler run may follow)
+  int64_t handler_runs = 0;        // handler calls, and their total duration
+  double handler_seconds = 0;
 };
 
 class Consumer {
@@ -361,6 +488,9 @@ class Consumer {
   void Stop();
 
   ConsumerStats stats() const;
+  // The counters of stats() and a histogram of handler durations in Prometheus' text format
+  // (version 0.0.4), labelled consumer="<name>". Thread-safe.
+  std::string MetricsText() const;
   // This instance's owner token (host:pid:random), as stored in locked_by.
   const std::string& owner() const;
 

@@ -1,10 +1,11 @@
 // The small value types of include/walrelay/consumer.h and HandlerContext's SQL helper.
-#include "walrelay/consumer.h"
+#include <openssl/evp.h>
 
 #include <exception>
 
 #include "consumer/internal.h"
 #include "consumer/pg_exec.h"
+#include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
 
@@ -38,10 +39,14 @@ HandlerResult HandlerResult::Reject(std::string error_class, std::string message
 Result<SqlRows> HandlerContext::Exec(const std::string& sql, const SqlParams& params) const {
   if (conn_ == nullptr)
     return Status::Precondition("HandlerContext::Exec: this store gives handlers no connection");
+  if (prelude_ != nullptr) return prelude_->Exec(sql, params);
   auto res = ExecPg(conn_, sql, params);
   if (!res.ok()) return res.status();
+  return RowsOf(res->get());
+}
+
+SqlRows RowsOf(PGresult* r) {
   SqlRows out;
-  PGresult* r = res->get();
   for (int i = 0; i < PQntuples(r); ++i) {
     std::vector<std::optional<std::string>> row;
     for (int j = 0; j < PQnfields(r); ++j) {
@@ -60,6 +65,20 @@ HandlerResult HandlerContext::SqlFailure(const Status& status) {
   if (code.empty()) return HandlerResult::Retry("sql", status.message());
   // The message starts with "sqlstate:<code>: " (16 characters); keep the server's words.
   return HandlerResult::Retry("sqlstate:" + code, status.message().substr(16));
+}
+
+std::string PayloadHash(const Message& message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  const std::string& value = message.value ? *message.value : std::string();
+  if (EVP_Digest(value.data(), value.size(), digest, &size, EVP_sha256(), nullptr) != 1) return "";
+  static const char* hex = "0123456789abcdef";
+  std::string out = message.value ? "" : "null:";
+  for (unsigned int i = 0; i < size; ++i) {
+    out += hex[digest[i] >> 4];
+    out += hex[digest[i] & 15];
+  }
+  return out;
 }
 
 const char* ClaimStateName(Claim::State state) {
@@ -117,6 +136,45 @@ Message MessageFromKafka(const rd_kafka_message_t* m) {
   const int64_t ts = rd_kafka_message_timestamp(m, &type);
   out.timestamp_ms = type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
   return out;
+}
+
+Result<std::vector<Claim>> IdempotencyStore::AcquireBatch(const std::string& consumer,
+                                                          const std::vector<BatchRecord>& records,
+                                                          const std::string& owner,
+                                                          std::chrono::milliseconds lease) {
+  std::vector<Claim> claims;
+  claims.reserve(records.size());
+  for (const BatchRecord& r : records) {
+    auto c = Acquire(consumer, r.key, owner, lease, *r.message);
+    if (!c.ok()) return c.status();
+    claims.push_back(std::move(c).value());
+  }
+  return claims;
+}
+
+Result<std::vector<RunOutcome>> IdempotencyStore::RunBatch(const std::string& consumer,
+                                                           const std::vector<BatchRecord>& records,
+                                                           const std::string& owner,
+                                                           std::chrono::milliseconds completed_ttl,
+                                                           const Handler& handler) {
+  std::vector<RunOutcome> out;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const BatchRecord& r = records[i];
+    auto run = Run(consumer, r.key, owner, completed_ttl, *r.message, r.claim.attempts, handler);
+    // What is known so far stands; the caller claims the rest again.
+    if (!run.ok()) return out.empty() ? Result<std::vector<RunOutcome>>(run.status()) : out;
+    out.push_back(std::move(run).value());
+    if (out.back().kind == RunOutcome::Kind::kFailed) {
+      for (size_t j = i + 1; j < records.size(); ++j)
+        (void)Unclaim(consumer, records[j].key, owner);
+      break;
+    }
+  }
+  return out;
+}
+
+Status IdempotencyStore::Unclaim(const std::string&, const std::string&, const std::string&) {
+  return Status::Ok();
 }
 
 Result<int64_t> Cleanup(IdempotencyStore& store, int batch_size) {

@@ -1,23 +1,32 @@
-// Consumer: the poll loop. One record at a time per consumer, in partition order:
-//   key -> claim -> handler -> store outcome -> on_processed -> offset stored, committed every
-//   commit_interval and before partitions are given up (consumer/offset_commits.h).
-// The offset is committed only after the store recorded the outcome, so a crash anywhere
-// before it means a redelivery, which the store then recognises.
+// Consumer: the poll loop. A poll batch (up to max_batch records) at a time, in poll order, so
+// in partition order:
+//   keys -> claims for the batch (AcquireBatch) -> handlers and outcomes (RunBatch) ->
+//   on_processed per record -> offsets stored, committed after the batch (commit_interval 0)
+//   or every commit_interval, and before partitions are given up (consumer/offset_commits.h).
+// An offset is committed only after the store recorded the outcome of its record and of every
+// record before it, so a crash anywhere before it means a redelivery, which the store
+// recognises. A record that cannot go through the batch path (its key is unusable, held by
+// another owner, out of attempts, or its handler failed) is processed alone, as it always was,
+// and the batch resumes after it: a record's outcome is never recorded before an earlier
+// record's.
 //
-// Retries happen in place, with the record's partition held back while the consumer waits;
-// librdkafka's background thread keeps the group membership alive meanwhile, and Create()
-// checks that a record's worst-case backoff stays well inside max.poll.interval.ms.
+// Retries and waits for a key held elsewhere happen in place, with the record's partition held
+// back; meanwhile the consumer keeps polling with its partitions paused (records that still
+// arrive are kept for later), so max.poll.interval.ms never evicts it for waiting.ms.
+#include "walrelay/consumer.h"
+
 #include <unistd.h>
 
 #include <condition_variable>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "consumer/internal.h"
 #include "consumer/kafka_handles.h"
 #include "consumer/offset_commits.h"
-#include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
 namespace {
@@ -77,6 +86,20 @@ struct DeadLetterReason {
   int attempts = 0;
 };
 
+// A polled record: the librdkafka message (for its offset), its copy, and the revocation
+// epoch it was polled in (OffsetCommits::Stale).
+struct Polled {
+  MessagePtr raw;
+  Message message;
+  uint64_t epoch = 0;
+};
+
+// What a batch run already knows about a record processed alone afterwards.
+struct Seed {
+  std::optional<Claim> claim;     // granted or answered by AcquireBatch
+  std::optional<RunOutcome> run;  // its handler's failed run in RunBatch
+};
+
 }  // namespace
 
 void OnRebalance(rd_kafka_t*, rd_kafka_resp_err_t event,
@@ -102,19 +125,73 @@ struct Consumer::Impl {
   std::atomic<bool> stop{false};
   std::mutex mu;
   std::condition_variable cv;
+  // Records polled while waiting inside another record, handled before polling again.
+  std::deque<Polled> backlog;
+  Status fatal;  // a fatal Kafka error seen while polling inside a wait
 
   std::atomic<int64_t> completed{0}, duplicates{0}, dead_lettered{0}, retries{0}, conflicts{0},
-      takeovers{0};
+      takeovers{0}, payload_mismatches{0}, claims{0};
+  // Handler durations: upper bounds in seconds, a count per bucket (not cumulative), the sum.
+  static constexpr double kBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30};
+  static constexpr size_t kBucketCount = sizeof(kBuckets) / sizeof(kBuckets[0]);
+  std::atomic<int64_t> handler_buckets[kBucketCount + 1] = {};  // the last one: above all
+  std::atomic<int64_t> handler_runs{0};
+  std::atomic<int64_t> handler_micros{0};
+  Clock::time_point next_metrics = Clock::now();
+
+  void ObserveHandler(Clock::duration took) {
+    const double seconds = std::chrono::duration<double>(took).count();
+    size_t b = 0;
+    while (b < kBucketCount && seconds > kBuckets[b]) ++b;
+    ++handler_buckets[b];
+    ++handler_runs;
+    handler_micros += std::chrono::duration_cast<std::chrono::microseconds>(took).count();
+  }
 
   void Log(LogLevel level, const std::string& line) const {
     if (options.log) options.log(level, line);
     else StderrLog(level, line);
   }
 
-  // Sleeps up to `d`; false when Stop() was called.
+  // Waits `d` while polling the group with every partition paused, so the group does not
+  // evict this member for not polling (max.poll.interval.ms); records that arrive anyway are
+  // kept in `backlog`. False when Stop() was called or Kafka failed fatally.
   bool Wait(std::chrono::milliseconds d) {
-    std::unique_lock<std::mutex> lock(mu);
-    return !cv.wait_for(lock, d, [this] { return stop.load(); });
+    const auto deadline = Clock::now() + d;
+    offsets->Pause();
+    while (!stop && fatal.ok()) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) break;
+      MessagePtr msg(rd_kafka_consumer_poll(consumer.get(),
+                                            static_cast<int>(std::min<int64_t>(left.count(), 50))));
+      if (msg) Take(std::move(msg), backlog);
+    }
+    offsets->Resume();
+    return !stop && fatal.ok();
+  }
+
+  // Files a polled message into `into`; an error is logged, or kept in `fatal`.
+  void Take(MessagePtr msg, std::deque<Polled>& into) {
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      char why[512];
+      if (rd_kafka_fatal_error(consumer.get(), why, sizeof(why)) != 0) {
+        fatal = Status::Kafka(std::string("fatal Kafka consumer error: ") + why);
+        return;
+      }
+      // Unknown topics (not created yet), broker outages: librdkafka keeps trying.
+      Log(LogLevel::kWarn, std::string("Kafka: ") + rd_kafka_message_errstr(msg.get()));
+      return;
+    }
+    Polled p;
+    p.message = MessageFromKafka(msg.get());
+    p.epoch = offsets->epoch();
+    p.raw = std::move(msg);
+    into.push_back(std::move(p));
+  }
+
+  bool Stale(const Polled& p) const {
+    return offsets->Stale(p.message.topic, p.message.partition, p.epoch);
   }
 
   std::chrono::milliseconds Backoff(int attempt) const {
@@ -135,8 +212,35 @@ struct Consumer::Impl {
   // Publishes the dead letter and waits for Kafka's acknowledgement.
   Status PublishDeadLetter(const Message& m, const std::string& key, const DeadLetterReason& why);
 
-  // Handles one record to a final outcome; nullopt when Stop() interrupted it.
-  Result<std::optional<RecordOutcome>> Process(const Message& m);
+  // Handles one record to a final outcome, starting from what `seed` knows; nullopt when
+  // Stop() interrupted it or its partition was revoked meanwhile.
+  Result<std::optional<RecordOutcome>> Process(const Polled& p, Seed seed = {});
+
+  // Handles a poll batch in order; stops early on Stop().
+  Status ProcessBatch(std::deque<Polled>& batch);
+  // The record is finished: observers, then its offset.
+  void Finish(const Polled& p, const RecordOutcome& outcome) {
+    if (options.on_processed) options.on_processed(p.message, outcome);
+    offsets->Finished(p.raw.get());
+  }
+  // The outcome of a claim that needs no run (kDuplicate, kFailed), counted.
+  RecordOutcome Skipped(const std::string& key, const Claim& claim) {
+    RecordOutcome o;
+    o.idempotency_key = key;
+    o.attempts = claim.attempts;
+    if (claim.state == Claim::State::kDuplicate) {
+      o.kind = RecordOutcome::Kind::kDuplicate;
+      o.result = claim.result;
+    } else {
+      o.kind = RecordOutcome::Kind::kAlreadyFailed;
+      o.error = claim.last_error;
+    }
+    ++duplicates;
+    return o;
+  }
+  bool UsableKey(const Result<std::string>& key) const {
+    return key.ok() && !key->empty() && key->size() <= 1024 && key->find('\0') == std::string::npos;
+  }
 };
 
 Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& key,
@@ -184,10 +288,11 @@ Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& ke
   return Status::Ok();
 }
 
-Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
+Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Seed seed) {
+  const Message& m = p.message;
   RecordOutcome outcome;
   auto key = KeyOf(m);
-  if (!key.ok() || key->empty() || key->size() > 1024 || key->find('\0') != std::string::npos) {
+  if (!UsableKey(key)) {
     // Without a usable key there is nothing to deduplicate on: straight to the dead letters.
     const std::string why = !key.ok() ? key.status().message()
                             : key->empty() ? "the key extractor returned an empty key"
@@ -210,13 +315,45 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
   };
 
   while (!stop) {
-    auto claim = store->Acquire(options.name, *key, owner, options.lease, m);
+    // A partition revoked while this record waited: its new owner handles the record.
+    if (Stale(p)) return std::optional<RecordOutcome>();
+    const bool seeded = seed.claim.has_value();
+    auto claim = seeded ? Result<Claim>(*seed.claim)
+                        : store->Acquire(options.name, *key, owner, options.lease, m);
+    seed.claim.reset();
     if (!claim.ok()) {
       if (claim.status().code() != ErrorCode::kConnection) return claim.status().WithContext(ctx);
       if (!store_down(claim.status())) break;
       continue;
     }
     outcome.attempts = claim->attempts;
+    if (!seeded &&
+        (claim->state == Claim::State::kAcquired || claim->state == Claim::State::kTakenOver))
+      ++claims;
+    if (!claim->payload_hash.empty() && claim->payload_hash != PayloadHash(m)) {
+      // The key was first claimed with another payload: not this record's work to skip.
+      ++payload_mismatches;
+      const bool granted =
+          claim->state == Claim::State::kAcquired || claim->state == Claim::State::kTakenOver;
+      if (granted) (void)store->Unclaim(options.name, *key, owner);
+      const std::string why = "the key was first seen with another payload (sha256 " +
+                              claim->payload_hash + ", this record's " + PayloadHash(m) + ")";
+      if (options.payload_mismatch == PayloadMismatch::kSkip) {
+        Log(LogLevel::kError, ctx + ": " + why + "; skipped as a duplicate");
+        outcome.kind = claim->state == Claim::State::kFailed ? RecordOutcome::Kind::kAlreadyFailed
+                                                             : RecordOutcome::Kind::kDuplicate;
+        outcome.result = claim->result;
+        ++duplicates;
+        return std::optional<RecordOutcome>(outcome);
+      }
+      DeadLetterReason reason{"payload-mismatch", why, claim->attempts};
+      WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
+      Log(LogLevel::kError, ctx + ": " + why + "; dead-lettered to " + options.dead_letter_topic);
+      outcome.kind = RecordOutcome::Kind::kDeadLettered;
+      outcome.error = reason.error_class + ": " + why;
+      ++dead_lettered;
+      return std::optional<RecordOutcome>(outcome);
+    }
     switch (claim->state) {
       case Claim::State::kDuplicate:
         outcome.kind = RecordOutcome::Kind::kDuplicate;
@@ -239,6 +376,7 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
         continue;
       }
       case Claim::State::kTakenOver:
+        if (seeded) break;  // counted and logged by the batch that claimed it
         ++takeovers;
         Log(LogLevel::kWarn, ctx + ": took over from " + claim->previous_owner +
                                  ", whose lease had ended (attempt " +
@@ -257,8 +395,10 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
                     (claim->last_error.empty() ? "(none recorded)" : claim->last_error),
                 claim->attempts - 1};
     } else {
-      auto run = store->Run(options.name, *key, owner, options.completed_ttl, m, claim->attempts,
-                            handler);
+      auto run = seed.run ? Result<RunOutcome>(*seed.run)
+                          : store->Run(options.name, *key, owner, options.completed_ttl, m,
+                                       claim->attempts, handler);
+      seed.run.reset();
       if (!run.ok()) {
         if (run.status().code() != ErrorCode::kConnection) return run.status().WithContext(ctx);
         if (!store_down(run.status())) break;
@@ -314,6 +454,153 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Message& m) {
   return std::optional<RecordOutcome>();
 }
 
+Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
+  // One record alone, as before batching; false when the batch must end here (Stop()).
+  auto alone = [&](const Polled& p, Seed seed = {}) -> Result<bool> {
+    auto outcome = Process(p, std::move(seed));
+    if (!outcome.ok()) return outcome.status();
+    if (*outcome) Finish(p, **outcome);
+    return !stop && fatal.ok();
+  };
+  size_t i = 0;
+  while (i < batch.size() && !stop && fatal.ok()) {
+    if (Stale(batch[i])) {
+      ++i;
+      continue;
+    }
+    // The run: consecutive records with usable, distinct keys. A key seen twice ends it, so
+    // its second record is claimed only after the first one's outcome is recorded.
+    std::vector<BatchRecord> run;
+    std::set<std::string> seen;
+    for (size_t j = i; j < batch.size() && run.size() < options.max_batch; ++j) {
+      if (Stale(batch[j])) break;
+      auto key = KeyOf(batch[j].message);
+      if (!UsableKey(key) || !seen.insert(*key).second) break;
+      run.push_back(BatchRecord{&batch[j].message, *key, {}});
+    }
+    if (run.empty()) {  // an unusable key: dead-lettered alone
+      auto go_on = alone(batch[i]);
+      if (!go_on.ok()) return go_on.status();
+      if (!*go_on) return Status::Ok();
+      ++i;
+      continue;
+    }
+    const std::string where =
+        "batch of " + std::to_string(run.size()) + " from " + Where(batch[i].message);
+    auto claims = store->AcquireBatch(options.name, run, owner, options.lease);
+    if (!claims.ok()) {
+      if (claims.status().code() != ErrorCode::kConnection)
+        return claims.status().WithContext(where);
+      Log(LogLevel::kWarn, where + ": " + claims.status().ToString() + "; retrying");
+      if (!Wait(options.store_retry_backoff)) return Status::Ok();
+      continue;
+    }
+    // The claims the batch path can run end at the first key held by another owner, out of
+    // attempts, or first seen with another payload: that record goes alone, and the claims
+    // after it are given back.
+    size_t cut = 0;
+    std::vector<BatchRecord> runnable;
+    for (; cut < run.size(); ++cut) {
+      const Claim& c = (*claims)[cut];
+      const bool granted =
+          c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
+      const bool mismatch =
+          !c.payload_hash.empty() && c.payload_hash != PayloadHash(*run[cut].message);
+      if (c.state == Claim::State::kConflict || mismatch ||
+          (granted && c.attempts > options.max_attempts))
+        break;
+      if (c.state == Claim::State::kTakenOver) {
+        ++takeovers;
+        Log(LogLevel::kWarn, Where(*run[cut].message) + " key '" + run[cut].key +
+                                 "': took over from " + c.previous_owner +
+                                 ", whose lease had ended (attempt " + std::to_string(c.attempts) +
+                                 ")");
+      }
+      run[cut].claim = c;
+      if (granted) runnable.push_back(run[cut]);
+    }
+    for (size_t j = 0; j < run.size(); ++j) {
+      const Claim& c = (*claims)[j];
+      if (j <= cut && (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver))
+        ++this->claims;  // counted once: the record at the cut goes alone with this claim
+      if (j <= cut) continue;
+      if (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver)
+        (void)store->Unclaim(options.name, run[j].key, owner);
+    }
+    std::vector<RunOutcome> outcomes;
+    if (!runnable.empty()) {
+      auto r = store->RunBatch(options.name, runnable, owner, options.completed_ttl, handler);
+      if (!r.ok()) {
+        if (r.status().code() != ErrorCode::kConnection) return r.status().WithContext(where);
+        // Every outcome unknown: claimed again, the store then tells what was recorded.
+        Log(LogLevel::kWarn, where + ": " + r.status().ToString() + "; retrying");
+        if (!Wait(options.store_retry_backoff)) return Status::Ok();
+        continue;
+      }
+      outcomes = std::move(r).value();
+      if (outcomes.empty()) {
+        // The store asks for the records one by one (a transaction it could not keep).
+        for (size_t j = 0; j < cut; ++j) {
+          auto go_on = alone(batch[i + j]);
+          if (!go_on.ok()) return go_on.status();
+          if (!*go_on) return Status::Ok();
+        }
+        i += cut;
+        continue;
+      }
+    }
+    // Outcomes in poll order; the batch resumes after a record that had to go alone.
+    size_t next_run = 0;
+    size_t j = 0;
+    bool resume = false;
+    for (; j < cut; ++j) {
+      const Polled& p = batch[i + j];
+      const Claim& c = run[j].claim;
+      if (c.state == Claim::State::kDuplicate || c.state == Claim::State::kFailed) {
+        Finish(p, Skipped(run[j].key, c));
+        continue;
+      }
+      if (next_run >= outcomes.size()) break;  // not run: claimed again with the next batch
+      const RunOutcome& o = outcomes[next_run++];
+      if (o.kind == RunOutcome::Kind::kCompleted) {
+        RecordOutcome done;
+        done.kind = RecordOutcome::Kind::kCompleted;
+        done.idempotency_key = run[j].key;
+        done.attempts = c.attempts;
+        done.result = o.handler.result;
+        ++completed;
+        Finish(p, done);
+        continue;
+      }
+      if (o.kind == RunOutcome::Kind::kLost) {
+        Log(LogLevel::kWarn, Where(p.message) + " key '" + run[j].key +
+                                 "': the claim was taken over before the run completed; the "
+                                 "lease is shorter than the handler's run");
+        auto go_on = alone(p);  // claims again to see who won
+        if (!go_on.ok()) return go_on.status();
+        if (!*go_on) return Status::Ok();
+        continue;
+      }
+      // Failed: retried (or dead-lettered) alone, from this run's claim and failure.
+      auto go_on = alone(p, Seed{c, o});
+      if (!go_on.ok()) return go_on.status();
+      if (!*go_on) return Status::Ok();
+      ++j;
+      resume = true;
+      break;
+    }
+    i += j;
+    if (resume || j < cut) continue;
+    if (cut < run.size()) {  // held elsewhere, or out of attempts: alone, from its claim
+      auto go_on = alone(batch[i], Seed{(*claims)[cut], std::nullopt});
+      if (!go_on.ok()) return go_on.status();
+      if (!*go_on) return Status::Ok();
+      ++i;
+    }
+  }
+  return Status::Ok();
+}
+
 Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Consumer::~Consumer() = default;
 
@@ -335,6 +622,11 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
     return Status::Config("ConsumerOptions.backoff_initial must be >= 1 ms and <= backoff_max");
   if (options.commit_interval.count() < 0)
     return Status::Config("ConsumerOptions.commit_interval must not be negative");
+  if (options.metrics_hook && options.metrics_interval.count() < 1)
+    return Status::Config("ConsumerOptions.metrics_interval must be positive");
+  if (options.max_batch < 1 || options.max_batch > 10000)
+    return Status::Config("ConsumerOptions.max_batch must be between 1 and 10000, got " +
+                          std::to_string(options.max_batch));
   for (auto [name, value] : {std::pair{"lease", options.lease},
                              std::pair{"completed_ttl", options.completed_ttl},
                              std::pair{"failed_ttl", options.failed_ttl},
@@ -401,7 +693,15 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
   if (!producer.ok()) return producer.status();
 
   impl->store = &store;
-  impl->handler = std::move(handler);
+  // Every handler call is timed for the metrics, whichever store calls it.
+  impl->handler = [raw, handler = std::move(handler)](HandlerContext& ctx) {
+    struct Timer {
+      Impl* impl;
+      Clock::time_point start = Clock::now();
+      ~Timer() { impl->ObserveHandler(Clock::now() - start); }
+    } timer{raw};
+    return handler(ctx);
+  };
   impl->owner = MakeOwnerToken();
   impl->consumer = std::move(consumer).value();
   impl->producer = std::move(producer).value();
@@ -421,27 +721,41 @@ Status Consumer::Run() {
   Status result;
   while (!d.stop) {
     d.offsets->CommitIfDue();
-    MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
-    if (!msg) continue;
-    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      char fatal[512];
-      if (rd_kafka_fatal_error(d.consumer.get(), fatal, sizeof(fatal)) != 0) {
-        result = Status::Kafka(std::string("fatal Kafka consumer error: ") + fatal);
-        break;
-      }
-      // Unknown topics (not created yet), broker outages: librdkafka keeps trying.
-      d.Log(LogLevel::kWarn, std::string("Kafka: ") + rd_kafka_message_errstr(msg.get()));
-      continue;
+    // The batch: what arrived while waiting inside earlier records, then what the consumer
+    // queue holds now, up to max_batch; a blocking poll only when there is nothing.
+    std::deque<Polled> batch;
+    while (!d.backlog.empty() && batch.size() < d.options.max_batch) {
+      batch.push_back(std::move(d.backlog.front()));
+      d.backlog.pop_front();
     }
-    const Message m = MessageFromKafka(msg.get());
-    auto outcome = d.Process(m);
-    if (!outcome.ok()) {
-      result = outcome.status();
+    if (batch.empty()) {
+      MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
+      if (msg) d.Take(std::move(msg), batch);
+    }
+    while (!batch.empty() && batch.size() < d.options.max_batch && d.fatal.ok()) {
+      MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 0));
+      if (!msg) break;
+      d.Take(std::move(msg), batch);
+    }
+    if (!d.fatal.ok()) {
+      result = d.fatal;
       break;
     }
-    if (!*outcome) break;  // stopped mid-record: not committed, redelivered later
-    if (d.options.on_processed) d.options.on_processed(m, **outcome);
-    d.offsets->Finished(msg.get());
+    if (batch.empty()) continue;
+    // A record interrupted by Stop() is not committed, and is redelivered later.
+    if (Status st = d.ProcessBatch(batch); !st.ok()) {
+      result = st;
+      break;
+    }
+    if (!d.fatal.ok()) {
+      result = d.fatal;
+      break;
+    }
+    d.offsets->BatchDone();
+    if (d.options.metrics_hook && Clock::now() >= d.next_metrics) {
+      d.next_metrics = Clock::now() + d.options.metrics_interval;
+      d.options.metrics_hook(MetricsText());
+    }
   }
   d.offsets->CommitNow("closing");
   rd_kafka_consumer_close(d.consumer.get());
@@ -459,8 +773,60 @@ void Consumer::Stop() {
 
 ConsumerStats Consumer::stats() const {
   const Impl& d = *impl_;
-  return ConsumerStats{d.completed, d.duplicates, d.dead_lettered, d.retries, d.conflicts,
-                       d.takeovers};
+  ConsumerStats s{d.completed, d.duplicates, d.dead_lettered,      d.retries,
+                  d.conflicts, d.takeovers,  d.payload_mismatches, d.claims};
+  s.handler_runs = d.handler_runs;
+  s.handler_seconds = static_cast<double>(d.handler_micros.load()) / 1e6;
+  return s;
+}
+
+std::string Consumer::MetricsText() const {
+  const Impl& d = *impl_;
+  std::string label = "consumer=\"";
+  for (char c : d.options.name) {
+    if (c == '\\' || c == '"') label += '\\';
+    if (c == '\n') {
+      label += "\\n";
+      continue;
+    }
+    label += c;
+  }
+  label += "\"";
+  std::string out;
+  auto counter = [&](const char* name, const char* help, int64_t value) {
+    out += std::string("# HELP walrelay_consumer_") + name + " " + help + "\n";
+    out += std::string("# TYPE walrelay_consumer_") + name + " counter\n";
+    out += std::string("walrelay_consumer_") + name + "{" + label + "} " + std::to_string(value) +
+           "\n";
+  };
+  counter("claims_total", "Claims granted on idempotency keys.", d.claims);
+  counter("completed_total", "Records whose handler ran to completion.", d.completed);
+  counter("duplicates_total", "Records skipped because their key was done before.", d.duplicates);
+  counter("conflicts_total", "Claims refused because another owner held the key.", d.conflicts);
+  counter("takeovers_total", "Expired claims taken over.", d.takeovers);
+  counter("payload_mismatches_total", "Keys that came back with another payload.",
+          d.payload_mismatches);
+  counter("retries_total", "Failed handler runs that were tried again.", d.retries);
+  counter("dead_letters_total", "Records sent to the dead-letter topic.", d.dead_lettered);
+  out += "# HELP walrelay_consumer_handler_seconds Handler run durations.\n";
+  out += "# TYPE walrelay_consumer_handler_seconds histogram\n";
+  int64_t cumulative = 0;
+  for (size_t b = 0; b <= Impl::kBucketCount; ++b) {
+    cumulative += d.handler_buckets[b];
+    char le[32];
+    if (b < Impl::kBucketCount)
+      std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
+    else
+      std::snprintf(le, sizeof le, "+Inf");
+    out += "walrelay_consumer_handler_seconds_bucket{" + label + ",le=\"" + le + "\"} " +
+           std::to_string(cumulative) + "\n";
+  }
+  char sum[64];
+  std::snprintf(sum, sizeof sum, "%.6f", static_cast<double>(d.handler_micros.load()) / 1e6);
+  out += "walrelay_consumer_handler_seconds_sum{" + label + "} " + sum + "\n";
+  out += "walrelay_consumer_handler_seconds_count{" + label + "} " +
+         std::to_string(d.handler_runs.load()) + "\n";
+  return out;
 }
 
 const std::string& Consumer::owner() const { return impl_->owner; }

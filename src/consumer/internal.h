@@ -10,6 +10,9 @@ namespace walrelay::consumer {
 // Calls the handler; an exception it throws becomes Retry("exception", what()).
 HandlerResult CallHandler(const Handler& handler, HandlerContext& context);
 
+// A query result's rows as text.
+SqlRows RowsOf(PGresult* result);
+
 // Copies a librdkafka message (topic, partition, offset, key, value, headers, timestamp).
 Message MessageFromKafka(const rd_kafka_message_t* m);
 

@@ -12,6 +12,13 @@
 // keep being consumed; with an eager assignor every rebalance revokes all of them. Partitions
 // *lost* (the member was thrown out of the group) are not committed: their commit would fail.
 //
+// Records polled before their partition was revoked are stale: another member now owns them.
+// Each polled record is stamped with epoch(); Stale() tells whether its partition was revoked
+// (or lost) since, so the consumer drops it instead of handling it for a partition it gave up.
+// While the consumer waits inside a record (a key held by another member, a retry backoff) it
+// keeps polling with every partition paused (Pause/Resume), so the group never evicts it for
+// exceeding max.poll.interval.ms; partitions assigned meanwhile are paused as they come.
+//
 // All calls happen on the thread that polls the consumer (librdkafka serves the rebalance
 // callback from rd_kafka_consumer_poll).
 #pragma once
@@ -19,7 +26,10 @@
 #include <librdkafka/rdkafka.h>
 
 #include <chrono>
+#include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "walrelay/consumer.h"
 
@@ -32,10 +42,21 @@ class OffsetCommits {
   // The consumer handle, once it exists (the rebalance callback is configured before it).
   void Attach(rd_kafka_t* consumer) { consumer_ = consumer; }
 
-  // The store recorded `message`'s outcome.
+  // The store recorded `message`'s outcome. Its offset is stored with the next commit (or
+  // before any poll that may rebalance: Pause, CommitNow), once per partition.
   void Finished(const rd_kafka_message_t* message);
   // Commits the stored offsets if `interval` has passed since the last commit.
   void CommitIfDue();
+  // Every outcome of a poll batch is recorded: with `interval` 0, commit them now.
+  void BatchDone();
+
+  // The current revocation epoch, to stamp polled records with.
+  uint64_t epoch() const { return epoch_; }
+  // Whether the record's partition was revoked or lost after it was stamped with `epoch`.
+  bool Stale(const std::string& topic, int32_t partition, uint64_t epoch) const;
+  // Pauses every assigned partition (and those assigned until Resume), or resumes them.
+  void Pause();
+  void Resume();
   // Commits the stored offsets now and waits for Kafka's answer; `why` is for the log.
   void CommitNow(const char* why);
 
@@ -49,6 +70,8 @@ class OffsetCommits {
 
  private:
   void Log(LogLevel level, const std::string& line) const;
+  // Hands the finished offsets to librdkafka (rd_kafka_offsets_store).
+  void StoreFinished();
 
   const std::chrono::milliseconds interval_;
   const LogFunction log_;
@@ -57,6 +80,10 @@ class OffsetCommits {
   std::chrono::steady_clock::time_point last_commit_ = std::chrono::steady_clock::now();
   int64_t rebalances_ = 0;
   bool failing_ = false;  // the last commit failed (logged once per run of failures)
+  uint64_t epoch_ = 0;    // revocations so far
+  std::map<std::pair<std::string, int32_t>, uint64_t> revoked_at_;  // partition -> epoch
+  bool paused_ = false;
+  std::map<std::pair<std::string, int32_t>, int64_t> finished_;  // next offset per partition
 };
 
 }  // namespace walrelay::consumer

@@ -10,11 +10,24 @@
 //  2. Run: BEGIN, re-lock the row and check the claim is still ours, run the handler on this
 //     connection, mark the row COMPLETED, COMMIT. A failed handler rolls everything back.
 // Every timestamp is the database server's now(), never the client's clock.
+//
+// A poll batch takes the same two steps for all its records at once:
+//  1. AcquireBatch: one pipelined transaction (one round trip): insert the missing key rows
+//     already claimed, lock every row in key order (so two batches never deadlock), read their
+//     states, claim the free older ones in one UPDATE, COMMIT. Each record gets the answer
+//     Acquire would give.
+//  2. RunBatch: one transaction with a savepoint per record. A completed handler's COMPLETED
+//     mark, the savepoint's release and the next savepoint go in one pipeline; a failed
+//     handler is rolled back to its savepoint alone, so the records before it stay, and the
+//     run stops there (the claims after it are given back uncounted). One COMMIT at the end
+//     makes every completed record's writes and mark durable together.
 #include <cctype>
+#include <map>
+#include <set>
 
 #include "consumer/consumer_sql.h"
-#include "consumer/pg_exec.h"
 #include "consumer/internal.h"
+#include "consumer/pg_exec.h"
 #include "walrelay/consumer.h"
 
 namespace walrelay::consumer {
@@ -45,11 +58,43 @@ std::string Text(PGresult* r, int row, int col) {
   return PQgetisnull(r, row, col) ? "" : std::string(PQgetvalue(r, row, col));
 }
 
+// The verdict of a locked key row (state, attempts, holder, lease ended, result, last error,
+// ms left), as Acquire decides it; `granted_attempts` is set for a row the claim updated.
+Claim Verdict(PGresult* r, int row, const std::string& owner) {
+  Claim c;
+  const std::string state = Text(r, row, 1);
+  c.attempts = std::atoi(PQgetvalue(r, row, 2));
+  const std::string holder = Text(r, row, 3);
+  const bool expired = Text(r, row, 4) == "t";
+  c.result = Text(r, row, 5);
+  c.last_error = Text(r, row, 6);
+  c.payload_hash = Text(r, row, 8);
+  if (state == "COMPLETED") {
+    c.state = Claim::State::kDuplicate;
+  } else if (state == "FAILED") {
+    c.state = Claim::State::kFailed;
+  } else if (!holder.empty() && holder != owner) {
+    c.previous_owner = holder;
+    c.state = expired ? Claim::State::kTakenOver : Claim::State::kConflict;
+    if (!expired) c.retry_after = std::chrono::milliseconds(std::atoll(PQgetvalue(r, row, 7)));
+  }
+  return c;
+}
+
+constexpr const char* kMarkStatement = "walrelay_consumer_mark";
+
+// Unclaim's statement for every key in $2: the claim given back, its attempt uncounted.
+constexpr const char* kUnclaimSql =
+    " SET attempts = greatest(attempts - 1, 0), locked_by = NULL, updated_at = now()"
+    " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[]) AND locked_by = $3"
+    " AND state = 'PENDING'";
+
 }  // namespace
 
 struct PostgresStore::Impl {
   PostgresStoreOptions options;
   PgConnPtr conn;
+  bool mark_prepared = false;  // kMarkStatement is prepared on `conn`
 
   // Reconnects when the last connection was lost; the caller retries the whole step.
   Status EnsureConnected() {
@@ -57,17 +102,47 @@ struct PostgresStore::Impl {
     auto c = ConnectPg(options.conninfo, "the idempotency store");
     if (!c.ok()) return c.status();
     conn = std::move(c).value();
+    mark_prepared = false;
+    return Status::Ok();
+  }
+
+  // A batch marks a key per record: prepared once per connection, it is parsed and planned
+  // once instead of once per record.
+  Status PrepareMark() {
+    if (mark_prepared) return Status::Ok();
+    PgResultPtr r(PQprepare(conn.get(), kMarkStatement,
+                            ("UPDATE " + options.table +
+                             " SET state = 'COMPLETED', result = $3,"
+                             " locked_by = NULL, expires_at = now() + $4::bigint * interval"
+                             " '1 millisecond', updated_at = now()"
+                             " WHERE consumer_name = $1 AND idempotency_key = $2")
+                                .c_str(),
+                            4, nullptr));
+    auto checked = CheckPg(conn.get(), std::move(r));
+    if (!checked.ok()) return checked.status();
+    mark_prepared = true;
     return Status::Ok();
   }
 
   Result<PgResultPtr> Exec(const std::string& sql, const SqlParams& params = {}) {
     auto r = ExecPg(conn.get(), sql, params);
-    if (!r.ok() && SqlStateOf(r.status()) == "42P01") {
+    if (!r.ok()) return Explain(r.status());
+    return r;
+  }
+
+  // A missing table or column, in words that say how to fix it.
+  Status Explain(const Status& st) {
+    const std::string code = SqlStateOf(st);
+    if (code == "42P01")
       return Status::Precondition("idempotency table " + options.table + " does not exist in " +
                                   DescribePg(conn.get()) +
                                   ": create it with docs/consumer.sql or PostgresStore::CreateSchema");
-    }
-    return r;
+    if (code == "42703")
+      return Status::Precondition(
+          "idempotency table " + options.table + " in " + DescribePg(conn.get()) +
+          " lacks a column of this version (" + st.message() +
+          "): run docs/consumer.sql or PostgresStore::CreateSchema again, which adds it");
+    return st;
   }
 
   void Rollback() {
@@ -137,18 +212,22 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     // A holder that is running its handler keeps the row locked; waiting longer than a lease
     // for it is reported as a conflict, and the consumer asks again later.
     if (auto r = d.Exec("SET LOCAL lock_timeout = " + Ms(lease)); !r.ok()) return r.status();
+    const std::string hash = PayloadHash(message);
     if (auto r = d.Exec("INSERT INTO " + t +
-                            " (consumer_name, idempotency_key, state, attempts, expires_at)"
-                            " VALUES ($1, $2, 'PENDING', 0, now())"
+                            " (consumer_name, idempotency_key, state, attempts, expires_at,"
+                            " payload_hash) VALUES ($1, $2, 'PENDING', 0, now(), $3)"
                             " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
-                        {consumer, key});
+                        {consumer, key, hash});
         !r.ok())
       return r.status();
-    auto row = d.Exec("SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
-                      " coalesce(result, ''), coalesce(last_error, ''),"
-                      " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint"
-                      " FROM " + t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
-                      {consumer, key});
+    auto row = d.Exec(
+        "SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
+        " coalesce(result, ''), coalesce(last_error, ''),"
+        " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+        " coalesce(payload_hash, '')"
+        " FROM " +
+            t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
+        {consumer, key});
     if (!row.ok()) return row.status();
     PGresult* r = row->get();
     if (PQntuples(r) != 1)
@@ -160,6 +239,7 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     const bool expired = Text(r, 0, 3) == "t";
     c.result = Text(r, 0, 4);
     c.last_error = Text(r, 0, 5);
+    c.payload_hash = Text(r, 0, 7);
     if (state == "COMPLETED") {
       c.state = Claim::State::kDuplicate;
       return c;
@@ -178,12 +258,15 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
       }
       c.state = Claim::State::kTakenOver;
     }
-    auto upd = d.Exec("UPDATE " + t + " SET attempts = attempts + 1, locked_by = $3,"
-                      " locked_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond',"
-                      " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now()"
-                      " WHERE consumer_name = $1 AND idempotency_key = $2 RETURNING attempts",
-                      {consumer, key, owner, Ms(lease), message.topic,
-                       std::to_string(message.partition), std::to_string(message.offset)});
+    auto upd =
+        d.Exec("UPDATE " + t +
+                   " SET attempts = attempts + 1, locked_by = $3,"
+                   " locked_at = now(), expires_at = now() + $4::bigint * interval '1 millisecond',"
+                   " topic = $5, kafka_partition = $6, kafka_offset = $7, updated_at = now(),"
+                   " payload_hash = coalesce(payload_hash, $8)"
+                   " WHERE consumer_name = $1 AND idempotency_key = $2 RETURNING attempts",
+               {consumer, key, owner, Ms(lease), message.topic, std::to_string(message.partition),
+                std::to_string(message.offset), hash});
     if (!upd.ok()) return upd.status();
     c.attempts = std::atoi(PQgetvalue(upd->get(), 0, 0));
     return c;
@@ -263,6 +346,287 @@ Result<RunOutcome> PostgresStore::Run(const std::string& consumer, const std::st
   }
   out.kind = RunOutcome::Kind::kCompleted;
   return out;
+}
+
+Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consumer,
+                                                       const std::vector<BatchRecord>& records,
+                                                       const std::string& owner,
+                                                       std::chrono::milliseconds lease) {
+  Impl& d = *impl_;
+  const std::string& t = d.options.table;
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  std::vector<std::string> keys, topics, partitions, offsets, hashes;
+  for (const BatchRecord& r : records) {
+    keys.push_back(r.key);
+    hashes.push_back(PayloadHash(*r.message));
+    topics.push_back(r.message->topic);
+    partitions.push_back(std::to_string(r.message->partition));
+    offsets.push_back(std::to_string(r.message->offset));
+  }
+  const std::string key_array = PgTextArray(keys);
+  const std::string hash_array = PgTextArray(hashes);
+  const std::string topic_array = PgTextArray(topics);
+  const std::string partition_array = PgTextArray(partitions);
+  const std::string offset_array = PgTextArray(offsets);
+  // The row lock waits for a holder running its handler, up to one lease, as Acquire does.
+  auto results = ExecPipeline(
+      d.conn.get(),
+      {
+          {"BEGIN", {}},
+          {"SET LOCAL lock_timeout = " + Ms(lease), {}},
+          // A new key is inserted already claimed (attempt 1): no second write for it.
+          {"INSERT INTO " + t +
+               " (consumer_name, idempotency_key, state, attempts, locked_by, locked_at,"
+               " expires_at, topic, kafka_partition, kafka_offset, payload_hash)"
+               " SELECT $1, k, 'PENDING', 1, $4, now(),"
+               " now() + $5::bigint * interval '1 millisecond', topic, part, off, h"
+               " FROM unnest($2::text[], $3::text[], $6::text[], $7::int[], $8::bigint[])"
+               " AS i(k, h, topic, part, off) ORDER BY k"
+               " ON CONFLICT (consumer_name, idempotency_key) DO NOTHING",
+           {consumer, key_array, hash_array, owner, Ms(lease), topic_array, partition_array,
+            offset_array}},
+          {"SELECT idempotency_key, state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
+           " coalesce(result, ''), coalesce(last_error, ''),"
+           " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+           " coalesce(payload_hash, '')"
+           " FROM " +
+               t +
+               " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
+               " ORDER BY idempotency_key FOR UPDATE",
+           {consumer, key_array}},
+          {"UPDATE " + t +
+               " AS k SET attempts = k.attempts + 1, locked_by = $3, locked_at = now(),"
+               " expires_at = now() + $4::bigint * interval '1 millisecond', topic = i.topic,"
+               " kafka_partition = i.part, kafka_offset = i.off, updated_at = now(),"
+               " payload_hash = coalesce(k.payload_hash, i.hash)"
+               " FROM unnest($2::text[], $5::text[], $6::int[], $7::bigint[], $8::text[])"
+               " AS i(key, topic, part, off, hash)"
+               " WHERE k.consumer_name = $1 AND k.idempotency_key = i.key AND k.state = 'PENDING'"
+               " AND (k.locked_by IS NULL OR k.locked_by = $3 OR k.expires_at <= now())"
+               // Not the rows this transaction inserted (claimed already, at now()).
+               " AND NOT (k.locked_by IS NOT DISTINCT FROM $3 AND k.locked_at = now())"
+               " RETURNING k.idempotency_key, k.attempts",
+           {consumer, key_array, owner, Ms(lease), topic_array, partition_array, offset_array,
+            hash_array}},
+          {"COMMIT", {}},
+      });
+  if (!results.ok()) {
+    d.Rollback();
+    const std::string code = SqlStateOf(results.status());
+    // A key locked past the lease (55P03) or two batches crossing (40P01): the keys are
+    // claimed one by one instead, each with Acquire's own answer for a busy row.
+    if (code == "55P03" || code == "40P01")
+      return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
+    return d.Explain(results.status())
+        .WithContext("claiming a batch of " + std::to_string(records.size()) + " keys in " + t);
+  }
+  if (PQtransactionStatus(d.conn.get()) != PQTRANS_IDLE) {
+    d.Rollback();
+    return Status::Internal("the batch claim in " + t + " did not commit");
+  }
+  std::map<std::string, Claim> by_key;
+  PGresult* rows = (*results)[3].get();
+  for (int i = 0; i < PQntuples(rows); ++i) by_key[Text(rows, i, 0)] = Verdict(rows, i, owner);
+  PGresult* updated = (*results)[4].get();
+  for (int i = 0; i < PQntuples(updated); ++i) {
+    Claim& c = by_key[Text(updated, i, 0)];
+    c.attempts = std::atoi(PQgetvalue(updated, i, 1));
+  }
+  std::vector<Claim> claims;
+  for (const BatchRecord& r : records) {
+    auto it = by_key.find(r.key);
+    if (it == by_key.end())
+      return Status::Internal("key row " + consumer + "/" + r.key + " vanished from " + t);
+    claims.push_back(it->second);
+  }
+  return claims;
+}
+
+namespace {
+
+// The statements a batch has queued for its next round trip: a record's savepoint goes out
+// with its handler's first statement, and a completed record's mark with the next record's
+// savepoint (or the COMMIT), so a record costs one round trip beside its handler's own.
+class BatchPipeline final : public SqlPrelude {
+ public:
+  explicit BatchPipeline(PGconn* conn) : conn_(conn) {}
+
+  void Queue(std::string sql, SqlParams params = {}) {
+    queued_.push_back({std::move(sql), std::move(params)});
+  }
+  void QueuePrepared(const char* name, SqlParams params) {
+    queued_.push_back({name, std::move(params), true});
+  }
+  // Sends the queue; an error of one of its statements is kept in `error()`.
+  Status Send() {
+    if (queued_.empty()) return Status::Ok();
+    size_t failed_at = 0;
+    auto r = ExecPipeline(conn_, queued_, &failed_at);
+    committing_failed_ = !r.ok() && r.status().code() != ErrorCode::kConnection &&
+                         failed_at + 1 == queued_.size() && queued_.back().sql == "COMMIT";
+    queued_.clear();
+    if (!r.ok() && error_.ok() && !committing_failed_) error_ = r.status();
+    return r.status();
+  }
+  // An error of the store's own queued statements (never the handler's).
+  const Status& error() const { return error_; }
+  // The last Send failed on its final statement, the COMMIT, for a reason other than the
+  // connection (a deferred constraint, a serialization failure).
+  bool committing_failed() const { return committing_failed_; }
+
+  Result<SqlRows> Exec(const std::string& sql, const SqlParams& params) override {
+    if (queued_.empty()) {
+      auto r = ExecPg(conn_, sql, params);
+      if (!r.ok()) return r.status();
+      return RowsOf(r->get());
+    }
+    queued_.push_back({sql, params});
+    size_t failed_at = 0;
+    auto r = ExecPipeline(conn_, queued_, &failed_at);
+    const size_t mine = queued_.size() - 1;
+    queued_.clear();
+    if (!r.ok()) {
+      if (r.status().code() != ErrorCode::kConnection && failed_at < mine && error_.ok())
+        error_ = r.status();
+      return r.status();
+    }
+    return RowsOf(r->back().get());
+  }
+  void Flush() override { (void)Send(); }
+
+ private:
+  PGconn* conn_;
+  std::vector<PgStatement> queued_;
+  Status error_;
+  bool committing_failed_ = false;
+};
+
+}  // namespace
+
+Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consumer,
+                                                        const std::vector<BatchRecord>& records,
+                                                        const std::string& owner,
+                                                        std::chrono::milliseconds completed_ttl,
+                                                        const Handler& handler) {
+  Impl& d = *impl_;
+  const std::string& t = d.options.table;
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  const std::string where =
+      "running a batch of " + std::to_string(records.size()) + " keys in " + t;
+  std::vector<std::string> keys;
+  for (const BatchRecord& r : records) keys.push_back(r.key);
+  auto rest_of = [&](size_t from) {
+    return PgTextArray(
+        std::vector<std::string>(keys.begin() + static_cast<std::ptrdiff_t>(from), keys.end()));
+  };
+  const std::string unclaim = "UPDATE " + t + kUnclaimSql;
+  auto fail = [&](const Status& st) -> Result<std::vector<RunOutcome>> {
+    d.Rollback();
+    return st.WithContext(where);
+  };
+  if (Status st = d.PrepareMark(); !st.ok()) return fail(st);
+  // The rows stay locked by this transaction until its COMMIT, as in Run.
+  auto begun = ExecPipeline(
+      d.conn.get(), {
+                        {"BEGIN", {}},
+                        {"SELECT idempotency_key, state, coalesce(locked_by, '') FROM " + t +
+                             " WHERE consumer_name = $1 AND idempotency_key = ANY($2::text[])"
+                             " ORDER BY idempotency_key FOR UPDATE",
+                         {consumer, PgTextArray(keys)}},
+                    });
+  if (!begun.ok()) return fail(begun.status());
+  std::set<std::string> ours;
+  PGresult* rows = (*begun)[1].get();
+  for (int i = 0; i < PQntuples(rows); ++i)
+    if (Text(rows, i, 1) == "PENDING" && Text(rows, i, 2) == owner) ours.insert(Text(rows, i, 0));
+
+  BatchPipeline pipe(d.conn.get());
+  std::vector<RunOutcome> out;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const BatchRecord& r = records[i];
+    RunOutcome o;
+    if (ours.count(r.key) == 0) {
+      // Our lease ended and someone else took the key (or finished it) meanwhile.
+      o.kind = RunOutcome::Kind::kLost;
+      out.push_back(o);
+      continue;
+    }
+    pipe.Queue("SAVEPOINT walrelay_record");
+    HandlerContext ctx(*r.message, r.key, r.claim.attempts, d.conn.get());
+    ctx.set_prelude(&pipe);
+    o.handler = CallHandler(handler, ctx);
+    if (PQstatus(d.conn.get()) != CONNECTION_OK)
+      return fail(Status::Connection("lost PostgreSQL connection to " + DescribePg(d.conn.get()) +
+                                     " while the handler of key '" + r.key + "' ran"));
+    if (!pipe.error().ok()) return fail(pipe.error());
+    const PGTransactionStatusType tx = PQtransactionStatus(d.conn.get());
+    if (tx != PQTRANS_INTRANS && tx != PQTRANS_INERROR) {
+      // The handler ended the batch's transaction. A COMMIT made the earlier records'
+      // writes and marks durable with it (their marks went out before its first statement):
+      // they stand, and this record is refused as Run refuses it. A ROLLBACK undid them:
+      // every record goes again, one by one.
+      d.Rollback();
+      std::vector<std::string> done;
+      for (size_t j = 0; j < i; ++j)
+        if (out[j].kind == RunOutcome::Kind::kCompleted) done.push_back(keys[j]);
+      auto marked = d.Exec("SELECT count(*) FROM " + t +
+                               " WHERE consumer_name = $1 AND"
+                               " idempotency_key = ANY($2::text[]) AND state = 'COMPLETED'",
+                           {consumer, PgTextArray(done)});
+      if (!marked.ok()) return marked.status().WithContext(where);
+      if (std::atoll(PQgetvalue(marked->get(), 0, 0)) != static_cast<long long>(done.size())) {
+        (void)d.Exec(unclaim, {consumer, rest_of(0), owner});
+        return std::vector<RunOutcome>();
+      }
+      o.kind = RunOutcome::Kind::kFailed;
+      o.handler = HandlerResult::Reject(
+          "HandlerEndedTransaction",
+          "the handler committed or rolled back the store's transaction itself; its writes may "
+          "have been committed without the key");
+      out.push_back(o);
+      if (i + 1 < records.size()) (void)d.Exec(unclaim, {consumer, rest_of(i + 1), owner});
+      return out;
+    }
+    if (o.handler.kind == HandlerResult::Kind::kDone && tx == PQTRANS_INERROR)
+      o.handler = HandlerResult::Retry(
+          "sqlstate:25P02",
+          "the handler returned success but a statement of its transaction failed");
+    if (o.handler.kind != HandlerResult::Kind::kDone) {
+      // This record's writes go; the records before it stay, the ones after it are not run.
+      pipe.Queue("ROLLBACK TO SAVEPOINT walrelay_record");
+      pipe.Queue("RELEASE SAVEPOINT walrelay_record");
+      if (i + 1 < records.size()) pipe.Queue(unclaim, {consumer, rest_of(i + 1), owner});
+      o.kind = RunOutcome::Kind::kFailed;
+      out.push_back(o);
+      break;
+    }
+    // The mark after the savepoint's release: written by the batch's own transaction, not
+    // the record's subtransaction, which spares PostgreSQL a multixact on the locked row.
+    pipe.Queue("RELEASE SAVEPOINT walrelay_record");
+    pipe.QueuePrepared(kMarkStatement, {consumer, r.key, o.handler.result, Ms(completed_ttl)});
+    o.kind = RunOutcome::Kind::kCompleted;
+    out.push_back(o);
+  }
+  // The last marks and the COMMIT in one round trip.
+  pipe.Queue("COMMIT");
+  if (Status st = pipe.Send(); !st.ok()) {
+    if (!pipe.committing_failed()) return fail(st);
+    // A deferred constraint or serialization failure: nothing of the batch was kept. One by
+    // one, the failing record is then found and the others complete.
+    d.Rollback();
+    (void)d.Exec(unclaim, {consumer, rest_of(0), owner});
+    return std::vector<RunOutcome>();
+  }
+  return out;
+}
+
+Status PostgresStore::Unclaim(const std::string& consumer, const std::string& key,
+                              const std::string& owner) {
+  Impl& d = *impl_;
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  auto r = d.Exec("UPDATE " + d.options.table + kUnclaimSql, {consumer, PgTextArray({key}), owner});
+  if (!r.ok()) return r.status().WithContext("giving back key '" + key + "' in " + d.options.table);
+  return Status::Ok();
 }
 
 Status PostgresStore::Release(const std::string& consumer, const std::string& key,

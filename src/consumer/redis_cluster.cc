@@ -80,6 +80,14 @@ std::string ReplyText(const redisReply* r) {
 struct RedisCluster::Link {
   std::string node;
   ContextPtr ctx;
+  std::chrono::milliseconds timeout{0};  // the socket's current send/receive timeout
+
+  // Bounds the next replies' wait by what is left of the call.
+  void Bound(std::chrono::milliseconds left) {
+    left = std::max(left, std::chrono::milliseconds(1));
+    if (left == timeout) return;
+    if (redisSetTimeout(ctx.get(), ToTimeval(left)) == REDIS_OK) timeout = left;
+  }
 
   // Sends the commands pipelined and returns the last reply (ASKING + command needs two).
   Result<RedisReplyPtr> Send(const std::vector<std::vector<std::string>>& commands) {
@@ -117,6 +125,12 @@ Result<std::unique_ptr<RedisCluster>> RedisCluster::Connect(RedisClusterOptions 
   return cluster;
 }
 
+std::chrono::milliseconds RedisCluster::Left() const {
+  if (!deadline_) return options_.timeout;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*deadline_ -
+                                                               std::chrono::steady_clock::now());
+}
+
 void RedisCluster::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
@@ -125,7 +139,7 @@ Result<RedisCluster::Link*> RedisCluster::LinkTo(const std::string& node) {
   if (auto it = links_.find(node); it != links_.end()) return it->second.get();
   auto hp = ParseHostPort(node);
   if (!hp.ok()) return hp.status();
-  const timeval tv = ToTimeval(options_.timeout);
+  const timeval tv = ToTimeval(std::max(Left(), std::chrono::milliseconds(1)));
   ContextPtr c(redisConnectWithTimeout(hp->first.c_str(), hp->second, tv));
   if (!c) return Status::Connection("out of memory connecting to Redis node " + node);
   if (c->err != 0)
@@ -135,6 +149,7 @@ Result<RedisCluster::Link*> RedisCluster::LinkTo(const std::string& node) {
   auto link = std::make_unique<Link>();
   link->node = node;
   link->ctx = std::move(c);
+  link->timeout = std::max(Left(), std::chrono::milliseconds(1));
   if (!options_.password.empty()) {
     std::vector<std::string> auth = {"AUTH"};
     if (!options_.username.empty()) auth.push_back(options_.username);
@@ -159,6 +174,7 @@ Result<RedisReplyPtr> RedisCluster::CommandOnNode(const std::string& node,
     ++stats_.connection_errors;
     return link.status();
   }
+  (*link)->Bound(Left());
   auto r = (*link)->Send({args});
   if (!r.ok()) {
     ++stats_.connection_errors;
@@ -172,6 +188,10 @@ Status RedisCluster::RefreshSlots() {
   // Copy: a slot map may add nodes while this loop walks the list.
   const std::vector<std::string> candidates = known_nodes_;
   for (const auto& node : candidates) {
+    if (Left().count() <= 0) {
+      problems += (problems.empty() ? "" : "; ") + std::string("out of time");
+      break;
+    }
     auto r = CommandOnNode(node, {"CLUSTER", "SLOTS"});
     if (!r.ok()) {
       problems += (problems.empty() ? "" : "; ") + r.status().message();
@@ -218,6 +238,12 @@ Result<RedisReplyPtr> RedisCluster::Command(const std::string& key,
                                             const std::vector<std::string>& args,
                                             std::string* answered_by) {
   const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+  // Every step of the call (connects, replies, slot map reloads, redirections) shares it.
+  deadline_ = deadline;
+  struct EndCall {
+    RedisCluster* cluster;
+    ~EndCall() { cluster->deadline_.reset(); }
+  } end_call{this};
   const int slot = KeySlot(key);
   std::string target = slot_master_[static_cast<size_t>(slot)];
   bool asking = false;
@@ -225,7 +251,14 @@ Result<RedisReplyPtr> RedisCluster::Command(const std::string& key,
   std::chrono::milliseconds pause{20};
   std::string problem;
 
+  bool first = true;
   while (true) {
+    // A redirection to a slow node, or a chain of them, must not outlast the call's time.
+    if (!first && std::chrono::steady_clock::now() >= deadline)
+      return Status::Connection(
+          (problem.empty() ? "redirected for slot " + std::to_string(slot) : problem) +
+          " (gave up after " + std::to_string(options_.timeout.count()) + " ms)");
+    first = false;
     bool transient = false;
     if (target.empty()) {
       problem = "no master serves slot " + std::to_string(slot);
@@ -234,6 +267,7 @@ Result<RedisReplyPtr> RedisCluster::Command(const std::string& key,
       Result<RedisReplyPtr> r = Status::Internal("not sent");
       auto link = LinkTo(target);
       if (link.ok()) {
+        (*link)->Bound(Left());
         r = asking ? (*link)->Send({{"ASKING"}, args}) : (*link)->Send({args});
         if (!r.ok()) Drop(target);
       } else {
@@ -265,6 +299,7 @@ Result<RedisReplyPtr> RedisCluster::Command(const std::string& key,
             asking = true;
           }
           target = to;
+          problem = "the last reply was " + error;
           if (++redirects <= 16) continue;
           problem = "too many redirections for slot " + std::to_string(slot) + ", last: " + error;
           transient = true;

@@ -11,9 +11,10 @@
 //    MOVED refreshes the slot map and retries on the named node; ASK sends ASKING and the
 //    command to the named node, once per ASK; a lost or refused connection, CLUSTERDOWN and
 //    TRYAGAIN refresh the map from any reachable node and retry after a short pause. All of
-//    it within `timeout` from the call's start; after that the last problem is returned as a
-//    kConnection error. Any other error reply is returned as the reply, for the caller.
-//    A command whose connection broke after it was sent may have run: callers send only
+//    it within `timeout` from the call's start: every connect, reply wait, slot map reload and
+//    redirection gets only what is left of it, and a call out of time returns the last
+//    problem as a kConnection error. Any other error reply is returned as the reply, for the
+//    caller. A command whose connection broke after it was sent may have run: callers send only
 //    commands whose repetition they can tell (the store's scripts check the claim's owner).
 //  - Redirections, refreshes and connection losses are counted (stats()) and reported through
 //    `log`, one line each, starting with the event's name (MOVED, ASK, REFRESH, CONNECTION).
@@ -30,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -98,8 +100,11 @@ class RedisCluster {
   Result<Link*> LinkTo(const std::string& node);
   void Drop(const std::string& node);
   void Log(const std::string& line) const;
+  // What is left of the current Command's time (`timeout` outside a Command).
+  std::chrono::milliseconds Left() const;
 
   RedisClusterOptions options_;
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
   std::array<std::string, kClusterSlots> slot_master_;
   std::vector<std::string> known_nodes_;  // seeds and every node named by a slot map
   std::map<std::string, std::unique_ptr<Link>> links_;

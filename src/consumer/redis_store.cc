@@ -1,13 +1,20 @@
 // RedisStore: one hash per key, <prefix><consumer>:<key>, with fields state, owner, attempts,
-// locked_at, expires_at (milliseconds on the Redis server's clock), result, last_error and the
-// claiming record's topic/partition/offset. Every change is a Lua script, so each is atomic,
-// and every time comes from redis.call('TIME') inside the script: clients' clocks never
-// decide whether a lease has ended. Redis 7 replicates script effects, not the script, so
-// TIME is allowed in scripts that write.
+// locked_at, expires_at (milliseconds on the Redis server's clock), result, last_error, the
+// claiming record's topic/partition/offset, `fence` (the fencing token of the latest claim:
+// every claim increments it) and `done_fence` (the token whose run marked it COMPLETED). Every
+// change is a Lua script, so each is atomic, and every time comes from redis.call('TIME') inside
+// the script: clients' clocks never decide whether a lease has ended. Redis 7 replicates script
+// effects, not the script, so TIME is allowed in scripts that write.
 #include <hiredis/hiredis.h>
+#include <signal.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <csignal>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "consumer/internal.h"
 #include "consumer/redis_cluster.h"
@@ -16,46 +23,79 @@
 namespace walrelay::consumer {
 namespace {
 
-// KEYS[1] key. ARGV: owner, lease ms, pending retention ms, topic, partition, offset.
-// Returns {verdict, attempts, result, last_error, other owner, retry after ms}; verdict is
-// ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and TAKEN_OVER count an
-// attempt and write the claim.
+// KEYS[1] key. ARGV: owner, lease ms, pending retention ms, topic, partition, offset, payload
+// hash. Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing
+// token, the key's payload hash (set by its first claim)};
+// verdict is ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and TAKEN_OVER
+// count an attempt, write the claim and take a new fencing token.
 constexpr const char* kAcquireScript = R"lua(
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local key, owner = KEYS[1], ARGV[1]
 local lease, keep = tonumber(ARGV[2]), tonumber(ARGV[3])
-local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result', 'last_error')
+local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result',
+                     'last_error', 'payload_hash')
 local state, holder = f[1], f[2] or ''
-local attempts, result, last_error = f[4] or '0', f[5] or '', f[6] or ''
-if state == 'COMPLETED' then return {'DUPLICATE', attempts, result, last_error, '', '0'} end
-if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0'} end
+local attempts, result, last_error, hash = f[4] or '0', f[5] or '', f[6] or '', f[7] or ''
+if state == 'COMPLETED' then
+  return {'DUPLICATE', attempts, result, last_error, '', '0', '0', hash}
+end
+if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0', hash} end
 local verdict, previous = 'ACQUIRED', ''
 if state == 'PENDING' and holder ~= '' and holder ~= owner then
   local expires = tonumber(f[3] or '0')
   if expires > now then
-    return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now)}
+    return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now), '0', hash}
   end
   verdict, previous = 'TAKEN_OVER', holder
 end
 attempts = redis.call('HINCRBY', key, 'attempts', 1)
+local fence = redis.call('HINCRBY', key, 'fence', 1)
+if hash == '' then
+  hash = ARGV[7]
+  redis.call('HSET', key, 'payload_hash', hash)
+end
 redis.call('HSET', key, 'state', 'PENDING', 'owner', owner, 'locked_at', now,
            'expires_at', now + lease, 'topic', ARGV[4], 'partition', ARGV[5], 'offset', ARGV[6])
 redis.call('PEXPIRE', key, lease + keep)
-return {verdict, tostring(attempts), '', last_error, previous, '0'}
+return {verdict, tostring(attempts), '', last_error, previous, '0', tostring(fence), hash}
 )lua";
 
-// KEYS[1] key. ARGV: owner, result, completed ttl ms. OK, or LOST when the claim is no
-// longer this owner's.
+// KEYS[1] key. ARGV: owner, result, completed ttl ms, fencing token. OK, or LOST when the
+// claim is no longer this owner's, or no longer the claim with this token (a later claim took
+// the key over: only the current token may mark it). OK also when this very claim's mark is
+// there already: the reply to an earlier send of the same mark was lost with its connection.
 constexpr const char* kCompleteScript = R"lua(
-local f = redis.call('HMGET', KEYS[1], 'state', 'owner')
+local f = redis.call('HMGET', KEYS[1], 'state', 'owner', 'fence', 'done_fence')
+if f[1] == 'COMPLETED' and ARGV[4] ~= '' and f[4] == ARGV[4] then return 'OK' end
 if f[1] ~= 'PENDING' or f[2] ~= ARGV[1] then return 'LOST' end
+if ARGV[4] ~= '' and (f[3] or '0') ~= ARGV[4] then return 'LOST' end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[3])
 redis.call('HSET', KEYS[1], 'state', 'COMPLETED', 'owner', '', 'result', ARGV[2],
-           'completed_at', now, 'expires_at', now + ttl)
+           'completed_at', now, 'expires_at', now + ttl, 'done_fence', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
+return 'OK'
+)lua";
+
+// KEYS[1] key. ARGV: owner, fencing token, lease ms, pending retention ms. Extends the lease
+// of the claim with this token while its handler runs: OK, or LOST.
+constexpr const char* kRenewScript = R"lua(
+local f = redis.call('HMGET', KEYS[1], 'state', 'owner', 'fence')
+if f[1] ~= 'PENDING' or f[2] ~= ARGV[1] or (f[3] or '0') ~= ARGV[2] then return 'LOST' end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], 'expires_at', now + tonumber(ARGV[3]))
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]) + tonumber(ARGV[4]))
+return 'OK'
+)lua";
+
+// KEYS[1] key. ARGV: owner. Gives back a claim no handler used, uncounting its attempt.
+constexpr const char* kUnclaimScript = R"lua(
+local f = redis.call('HMGET', KEYS[1], 'state', 'owner', 'attempts')
+if f[1] ~= 'PENDING' or f[2] ~= ARGV[1] then return 'LOST' end
+redis.call('HSET', KEYS[1], 'owner', '', 'attempts', math.max(0, tonumber(f[3] or '1') - 1))
 return 'OK'
 )lua";
 
@@ -89,10 +129,11 @@ struct ReplyDeleter {
 using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
-enum ScriptId { kAcquire, kComplete, kRelease, kFail, kScriptCount };
+enum ScriptId { kAcquire, kComplete, kRelease, kFail, kRenew, kUnclaim, kScriptCount };
 constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kCompleteScript, kReleaseScript,
-                                                kFailScript};
-constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "release", "fail"};
+                                                kFailScript,    kRenewScript,    kUnclaimScript};
+constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "release",
+                                                    "fail",    "renew",    "unclaim"};
 
 std::string Str(const redisReply* r) {
   return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
@@ -103,6 +144,86 @@ std::string Str(const redisReply* r) {
 
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
 
+using Clock = std::chrono::steady_clock;
+
+// Renews the lease of the claim whose handler is running, from its own thread (and its own
+// connection, through `renew`), once the handler has run a third of the lease and every third
+// of the lease after that, so a slow but live handler keeps its key; a process that stops
+// (crash, pause) stops renewing, and its lease runs out as before. Watch and Unwatch only set
+// fields under a mutex: the thread looks every sixth of the lease, so a handler shorter than
+// that costs no wake-up.
+class Renewer {
+ public:
+  struct Job {
+    std::string key, owner, token;
+    std::chrono::milliseconds lease{0};
+  };
+  // `renew` returns "OK", "LOST", or an error; `log` gets one line per refused renewal.
+  Renewer(std::function<Result<std::string>(const Job&)> renew,
+          std::function<void(const std::string&)> log)
+      : renew_(std::move(renew)), log_(std::move(log)), thread_([this] { Loop(); }) {}
+  ~Renewer() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quit_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Renewer(const Renewer&) = delete;
+  Renewer& operator=(const Renewer&) = delete;
+
+  void Watch(Job job) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (job.lease != period_ * 6) {
+      period_ = std::max(job.lease / 6, std::chrono::milliseconds(1));
+      cv_.notify_one();  // a new lease: look at the new cadence
+    }
+    since_ = Clock::now();
+    job_ = std::move(job);
+    watching_ = true;
+  }
+  void Unwatch() {
+    std::lock_guard<std::mutex> lock(mu_);
+    watching_ = false;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!quit_) {
+      cv_.wait_for(lock, period_);
+      if (quit_ || !watching_ || Clock::now() - since_ < job_.lease / 3) continue;
+      const Job job = job_;
+      lock.unlock();
+      auto r = renew_(job);
+      lock.lock();
+      const bool same = watching_ && job_.key == job.key && job_.token == job.token;
+      if (r.ok() && *r == "OK") {
+        if (same) since_ = Clock::now();
+        continue;
+      }
+      // Taken over (the lease had run out before a renewal got through) or unreachable: the
+      // completion's token check decides; a connection error is tried again next time.
+      if (log_)
+        log_("RENEW the lease of " + job.key + " (fencing token " + job.token + ") " +
+             (r.ok() ? "was refused: " + *r : "failed: " + r.status().message()));
+      if (r.ok() && same) watching_ = false;
+    }
+  }
+
+  std::function<Result<std::string>(const Job&)> renew_;
+  std::function<void(const std::string&)> log_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool quit_ = false;
+  bool watching_ = false;
+  Job job_;
+  Clock::time_point since_;
+  std::chrono::milliseconds period_{1000};
+  std::thread thread_;  // last: started once the members above exist
+};
+
 }  // namespace
 
 struct RedisStore::Impl {
@@ -110,6 +231,68 @@ struct RedisStore::Impl {
   ContextPtr ctx;                          // single-node mode
   std::unique_ptr<RedisCluster> cluster;   // cluster mode
   std::string sha[kScriptCount];
+  // The lease of the latest claims, and the fencing token of each key claimed one by one
+  // (Acquire), for the Run that follows.
+  std::chrono::milliseconds lease{30000};
+  std::map<std::string, int64_t> tokens;
+  // Lease renewal: its own connection, used from the renewer's thread only.
+  std::unique_ptr<Impl> renew_link;
+  std::unique_ptr<Renewer> renewer;
+
+  void Log(const std::string& line) const {
+    if (options.log) options.log(line);
+  }
+
+  // Connects this link (single node or cluster).
+  Status Open() { return options.cluster_nodes.empty() ? EnsureConnected() : ConnectCluster(); }
+
+  // Runs the handler with the claim's lease renewed meanwhile (when renew_leases is on).
+  HandlerResult RunHandler(const Handler& handler, HandlerContext& ctx, const std::string& name,
+                           const std::string& owner) {
+    if (!options.renew_leases) return CallHandler(handler, ctx);
+    if (!renewer) {
+      renewer = std::make_unique<Renewer>(
+          [this](const Renewer::Job& job) -> Result<std::string> {
+            if (!renew_link) {
+              auto link = std::make_unique<Impl>();
+              link->options = options;
+              link->options.renew_leases = false;
+              WALRELAY_RETURN_IF_ERROR(link->Open());
+              renew_link = std::move(link);
+            }
+            auto r = renew_link->Eval(
+                kRenew, job.key,
+                {job.owner, job.token, Ms(job.lease), Ms(options.pending_retention)});
+            if (!r.ok()) return r.status();
+            return Str(r->get());
+          },
+          options.log);
+    }
+    renewer->Watch({name, owner, std::to_string(ctx.fencing_token()), lease});
+    HandlerResult h = CallHandler(handler, ctx);
+    renewer->Unwatch();
+    return h;
+  }
+
+  // The COMPLETED mark of this claim; a connection lost on the way sends the same mark again
+  // (it is idempotent for its own token) until `timeout` has passed, instead of leaving the
+  // caller to claim the key again and repeat the handler. "OK" or "LOST".
+  Result<std::string> Complete(const std::string& name, const std::string& owner,
+                               const std::string& result, std::chrono::milliseconds ttl,
+                               const std::string& token, std::string* node) {
+    const auto deadline = Clock::now() + options.timeout;
+    std::chrono::milliseconds pause{20};
+    while (true) {
+      auto r = Eval(kComplete, name, {owner, result, Ms(ttl), token}, node);
+      if (r.ok()) return Str(r->get());
+      if (r.status().code() != ErrorCode::kConnection || Clock::now() + pause > deadline)
+        return r.status();
+      Log("CONNECTION lost while marking " + name + " COMPLETED (" + r.status().message() +
+          "); sending the mark again");
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
+  }
 
   std::string where() const {
     if (!options.cluster_nodes.empty()) {
@@ -275,6 +458,37 @@ struct RedisStore::Impl {
     return Status::Internal("unreachable");
   }
 
+  // Single node: queues a command for the next Flush or ReadReplies (a pipeline).
+  void Append(const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    redisAppendCommandArgv(ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data());
+  }
+  // Sends what Append queued without waiting for replies; false when the connection broke.
+  bool Flush() {
+    int done = 0;
+    while (done == 0)
+      if (redisBufferWrite(ctx.get(), &done) != REDIS_OK) return false;
+    return true;
+  }
+  // Reads `n` pipelined replies; a transport failure drops the connection.
+  Status ReadReplies(size_t n, std::vector<ReplyPtr>* replies) {
+    for (size_t i = 0; i < n; ++i) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
+        const std::string why = ctx->errstr;
+        ctx.reset();
+        return Status::Connection("lost connection to " + where() + ": " + why);
+      }
+      replies->emplace_back(static_cast<redisReply*>(raw));
+    }
+    return Status::Ok();
+  }
+
   std::string KeyName(const std::string& consumer, const std::string& key) const {
     return options.key_prefix + consumer + ":" + key;
   }
@@ -291,6 +505,12 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStoreOptions&
     return Status::Config("RedisStoreOptions.timeout must be positive");
   if (options.wait_replicas < 0)
     return Status::Config("RedisStoreOptions.wait_replicas must not be negative");
+  // hiredis writes with write(): a connection the server closed (a restart, CLIENT KILL, a
+  // failover) would end the process by SIGPIPE instead of failing the call. Ignored unless the
+  // application set its own handler.
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL)
+    std::signal(SIGPIPE, SIG_IGN);
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   if (options.cluster_nodes.empty()) {
@@ -301,18 +521,12 @@ Result<std::unique_ptr<RedisStore>> RedisStore::Connect(const RedisStoreOptions&
   return std::unique_ptr<RedisStore>(new RedisStore(std::move(impl)));
 }
 
-Result<Claim> RedisStore::Acquire(const std::string& consumer, const std::string& key,
-                                  const std::string& owner, std::chrono::milliseconds lease,
-                                  const Message& message) {
-  Impl& d = *impl_;
-  const std::string name = d.KeyName(consumer, key);
-  auto r = d.Eval(kAcquire, name,
-                  {owner, Ms(lease), Ms(d.options.pending_retention), message.topic,
-                   std::to_string(message.partition), std::to_string(message.offset)});
-  if (!r.ok()) return r.status();
-  const redisReply* rep = r->get();
-  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 6)
-    return Status::Internal(d.where() + ": unexpected acquire reply for " + name);
+namespace {
+
+// An acquire script's reply as a Claim.
+Result<Claim> ParseClaim(const redisReply* rep, const std::string& where, const std::string& name) {
+  if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 8)
+    return Status::Internal(where + ": unexpected acquire reply for " + name);
   const std::string verdict = Str(rep->element[0]);
   Claim c;
   c.attempts = std::atoi(Str(rep->element[1]).c_str());
@@ -320,12 +534,35 @@ Result<Claim> RedisStore::Acquire(const std::string& consumer, const std::string
   c.last_error = Str(rep->element[3]);
   c.previous_owner = Str(rep->element[4]);
   c.retry_after = std::chrono::milliseconds(std::atoll(Str(rep->element[5]).c_str()));
+  c.fencing_token = std::atoll(Str(rep->element[6]).c_str());
+  c.payload_hash = Str(rep->element[7]);
   if (verdict == "ACQUIRED") c.state = Claim::State::kAcquired;
   else if (verdict == "TAKEN_OVER") c.state = Claim::State::kTakenOver;
   else if (verdict == "DUPLICATE") c.state = Claim::State::kDuplicate;
   else if (verdict == "FAILED") c.state = Claim::State::kFailed;
   else if (verdict == "CONFLICT") c.state = Claim::State::kConflict;
-  else return Status::Internal(d.where() + ": unknown acquire verdict '" + verdict + "'");
+  else
+    return Status::Internal(where + ": unknown acquire verdict '" + verdict + "'");
+  return c;
+}
+
+}  // namespace
+
+Result<Claim> RedisStore::Acquire(const std::string& consumer, const std::string& key,
+                                  const std::string& owner, std::chrono::milliseconds lease,
+                                  const Message& message) {
+  Impl& d = *impl_;
+  const std::string name = d.KeyName(consumer, key);
+  auto r = d.Eval(
+      kAcquire, name,
+      {owner, Ms(lease), Ms(d.options.pending_retention), message.topic,
+       std::to_string(message.partition), std::to_string(message.offset), PayloadHash(message)});
+  if (!r.ok()) return r.status();
+  auto c = ParseClaim(r->get(), d.where(), name);
+  if (c.ok() && c->fencing_token > 0) {
+    d.lease = lease;
+    d.tokens[name] = c->fencing_token;
+  }
   return c;
 }
 
@@ -333,30 +570,161 @@ Result<RunOutcome> RedisStore::Run(const std::string& consumer, const std::strin
                                    const std::string& owner,
                                    std::chrono::milliseconds completed_ttl, const Message& message,
                                    int attempt, const Handler& handler) {
+  Impl& d = *impl_;
+  const std::string name = d.KeyName(consumer, key);
+  // The token of this owner's claim; "" (owner checked alone) for a claim made elsewhere.
+  auto known = d.tokens.find(name);
+  const int64_t token = known == d.tokens.end() ? 0 : known->second;
   RunOutcome out;
-  HandlerContext ctx(message, key, attempt, nullptr);
-  out.handler = CallHandler(handler, ctx);
+  HandlerContext ctx(message, key, attempt, nullptr, token);
+  out.handler = d.RunHandler(handler, ctx, name, owner);
   if (out.handler.kind != HandlerResult::Kind::kDone) {
     out.kind = RunOutcome::Kind::kFailed;
     return out;
   }
-  const std::string name = impl_->KeyName(consumer, key);
   std::string node;
-  auto r = impl_->Eval(kComplete, name, {owner, out.handler.result, Ms(completed_ttl)}, &node);
+  auto r = d.Complete(name, owner, out.handler.result, completed_ttl,
+                      token > 0 ? std::to_string(token) : "", &node);
   if (!r.ok()) return r.status().WithContext("completing key '" + key + "'");
-  out.kind = Str(r->get()) == "OK" ? RunOutcome::Kind::kCompleted : RunOutcome::Kind::kLost;
-  if (out.kind == RunOutcome::Kind::kCompleted) impl_->WaitForReplicas(name, node);
+  d.tokens.erase(name);
+  out.kind = *r == "OK" ? RunOutcome::Kind::kCompleted : RunOutcome::Kind::kLost;
+  if (out.kind == RunOutcome::Kind::kCompleted) d.WaitForReplicas(name, node);
   return out;
+}
+
+Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
+                                                    const std::vector<BatchRecord>& records,
+                                                    const std::string& owner,
+                                                    std::chrono::milliseconds lease) {
+  Impl& d = *impl_;
+  if (d.cluster) return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  d.lease = lease;
+  // Every claim in one pipeline: one round trip for the batch.
+  std::vector<std::string> names;
+  for (const BatchRecord& r : records) {
+    names.push_back(d.KeyName(consumer, r.key));
+    const std::vector<std::string> args = {"EVALSHA",
+                                           d.sha[kAcquire],
+                                           "1",
+                                           names.back(),
+                                           owner,
+                                           Ms(lease),
+                                           Ms(d.options.pending_retention),
+                                           r.message->topic,
+                                           std::to_string(r.message->partition),
+                                           std::to_string(r.message->offset),
+                                           PayloadHash(*r.message)};
+    d.Append(args);
+  }
+  std::vector<ReplyPtr> replies;
+  WALRELAY_RETURN_IF_ERROR(d.ReadReplies(records.size(), &replies));
+  std::vector<Claim> claims;
+  for (size_t i = 0; i < records.size(); ++i) {
+    ReplyPtr reply = std::move(replies[i]);
+    if (reply->type == REDIS_REPLY_ERROR) {
+      // NOSCRIPT (a restarted server): Eval loads the script again.
+      auto again =
+          d.Eval(kAcquire, names[i],
+                 {owner, Ms(lease), Ms(d.options.pending_retention), records[i].message->topic,
+                  std::to_string(records[i].message->partition),
+                  std::to_string(records[i].message->offset), PayloadHash(*records[i].message)});
+      if (!again.ok()) return again.status();
+      reply = std::move(again).value();
+    }
+    auto c = ParseClaim(reply.get(), d.where(), names[i]);
+    if (!c.ok()) return c.status();
+    claims.push_back(std::move(c).value());
+  }
+  return claims;
+}
+
+Result<std::vector<RunOutcome>> RedisStore::RunBatch(const std::string& consumer,
+                                                     const std::vector<BatchRecord>& records,
+                                                     const std::string& owner,
+                                                     std::chrono::milliseconds completed_ttl,
+                                                     const Handler& handler) {
+  Impl& d = *impl_;
+  if (d.cluster)
+    return IdempotencyStore::RunBatch(consumer, records, owner, completed_ttl, handler);
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  std::vector<RunOutcome> out;
+  std::vector<std::string> names;
+  size_t in_flight = 0;  // marks sent whose replies are still to be read, records [0, n)
+  bool broken = false;   // the connection broke while sending: the rest are sent again below
+  for (size_t i = 0; i < records.size(); ++i) {
+    const BatchRecord& r = records[i];
+    names.push_back(d.KeyName(consumer, r.key));
+    RunOutcome o;
+    HandlerContext ctx(*r.message, r.key, r.claim.attempts, nullptr, r.claim.fencing_token);
+    o.handler = d.RunHandler(handler, ctx, names.back(), owner);
+    if (o.handler.kind != HandlerResult::Kind::kDone) {
+      o.kind = RunOutcome::Kind::kFailed;
+      out.push_back(o);
+      break;
+    }
+    // The mark leaves now, right after the effect, as it did record by record; its reply is
+    // read once per batch, before any offset of the batch is committed.
+    o.kind = RunOutcome::Kind::kCompleted;
+    out.push_back(o);
+    if (!broken) {
+      d.Append({"EVALSHA", d.sha[kComplete], "1", names.back(), owner, o.handler.result,
+                Ms(completed_ttl), std::to_string(r.claim.fencing_token)});
+      broken = !d.Flush();
+      if (!broken) in_flight = i + 1;
+    }
+  }
+  std::vector<ReplyPtr> replies;
+  if (in_flight > 0) {
+    if (Status st = d.ReadReplies(in_flight, &replies); !st.ok()) {
+      replies.clear();
+      broken = true;
+      d.Log("CONNECTION lost while marking a batch COMPLETED (" + st.message() +
+            "); sending the marks again");
+    }
+  }
+  if (broken && d.ctx) d.ctx.reset();  // a failed write leaves the connection unusable
+  bool completed_any = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i].kind != RunOutcome::Kind::kCompleted) continue;
+    std::string verdict;
+    if (i < replies.size() && replies[i]->type != REDIS_REPLY_ERROR) {
+      verdict = Str(replies[i].get());
+    } else {
+      // Not sent, its reply lost with the connection, or NOSCRIPT: sent again (idempotent).
+      auto again = d.Complete(names[i], owner, out[i].handler.result, completed_ttl,
+                              std::to_string(records[i].claim.fencing_token), nullptr);
+      if (!again.ok()) return again.status().WithContext("completing key '" + records[i].key + "'");
+      verdict = *again;
+    }
+    if (verdict != "OK")
+      out[i].kind = RunOutcome::Kind::kLost;
+    else
+      completed_any = true;
+  }
+  if (completed_any) d.WaitForReplicas(names.back(), "");
+  // The claims after a failed record were not used.
+  for (size_t j = out.size(); j < records.size(); ++j)
+    (void)d.Eval(kUnclaim, d.KeyName(consumer, records[j].key), {owner});
+  return out;
+}
+
+Status RedisStore::Unclaim(const std::string& consumer, const std::string& key,
+                           const std::string& owner) {
+  auto r = impl_->Eval(kUnclaim, impl_->KeyName(consumer, key), {owner});
+  return r.ok() ? Status::Ok() : r.status().WithContext("giving back key '" + key + "'");
 }
 
 Status RedisStore::Release(const std::string& consumer, const std::string& key,
                            const std::string& owner, const std::string& error) {
+  impl_->tokens.erase(impl_->KeyName(consumer, key));
   auto r = impl_->Eval(kRelease, impl_->KeyName(consumer, key), {owner, error});
   return r.ok() ? Status::Ok() : r.status().WithContext("releasing key '" + key + "'");
 }
 
 Status RedisStore::MarkFailed(const std::string& consumer, const std::string& key,
                               const std::string& error, std::chrono::milliseconds failed_ttl) {
+  impl_->tokens.erase(impl_->KeyName(consumer, key));
   auto r = impl_->Eval(kFail, impl_->KeyName(consumer, key), {error, Ms(failed_ttl)});
   return r.ok() ? Status::Ok() : r.status().WithContext("marking key '" + key + "' FAILED");
 }

@@ -238,7 +238,7 @@ TEST_CASE("Consumer + PostgresStore: the same record twice, and two consumers at
 
   SUBCASE("sequential redelivery") {
     f.producer().Send("orders", "e-1", "first");
-    f.producer().Send("orders", "e-1", "first again");  // the relay repeated it
+    f.producer().Send("orders", "e-1", "first");  // the relay repeated it
     f.producer().Send("orders", "e-2", "second");
     RunningConsumer c(opts_a, *store_a, ConsumerFixture::EffectHandler());
     REQUIRE(WaitUntil([&] { return c.stats().completed + c.stats().duplicates == 3; }, 30s));

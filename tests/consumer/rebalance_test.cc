@@ -140,7 +140,7 @@ TEST_CASE("real broker: a consumer group through kill -9, a join, a graceful lea
   CHECK(run.distinct_events == kEvents);
   CHECK(run.effects == kEvents);  // exactly once: no event twice, none missing
   CHECK(run.rebalance_lines > 0);
-  MESSAGE("postgres store, defaults (cooperative-sticky, commit per record): "
+  MESSAGE("postgres store, defaults (cooperative-sticky, commits per batch): "
           << kEvents << " events, " << run.effects << " effects, " << run.duplicates
           << " duplicate deliveries absorbed by the store, " << run.rebalance_lines
           << " partition assignment/revocation lines");

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "consumer_fixture.h"
 #include "devtools/redis_sandbox.h"
@@ -176,6 +177,139 @@ TEST_CASE("RedisStore: EVALSHA falls back to SCRIPT LOAD when the server forgot 
   if (!c.ok()) c = store->Acquire("svc", "c", "o", 10s, Msg());  // the first call sees the kill
   REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   CHECK(c->state == wc::Claim::State::kAcquired);
+}
+
+TEST_CASE(
+    "RedisStore: a connection lost while marking COMPLETED sends the mark again instead of "
+    "running the handler again") {
+  auto redis = StartRedis();
+  std::vector<std::string> log;
+  wc::RedisStoreOptions o;
+  o.port = redis->port();
+  o.log = [&log](const std::string& line) { log.push_back(line); };
+  auto made = wc::RedisStore::Connect(o);
+  REQUIRE(made.ok());
+  auto store = std::move(made).value();
+  std::map<std::string, int> runs;
+  // The handler's effect happens, then every client connection of the server is cut: the
+  // mark that follows goes out on a dead connection.
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ++runs[ctx.idempotency_key()];
+    if (ctx.idempotency_key() != "keep")
+      REQUIRE(redis->Command({"CLIENT", "KILL", "TYPE", "normal"}).ok());
+    return wc::HandlerResult::Done("done " + ctx.idempotency_key());
+  };
+
+  SUBCASE("one record") {
+    REQUIRE(store->Acquire("svc", "k", "o", 10s, Msg()).ok());
+    auto run = store->Run("svc", "k", "o", 1h, Msg(), 1, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(runs["k"] == 1);
+    CHECK(Field(*redis, "k", "state") == "COMPLETED");
+    CHECK(Field(*redis, "k", "done_fence") == "1");
+  }
+  SUBCASE("a batch: one mark whose reply was lost, one never sent") {
+    std::vector<wc::Message> m = {Msg(), Msg(), Msg()};
+    std::vector<wc::BatchRecord> records = {
+        {&m[0], "keep", {}}, {&m[1], "cut", {}}, {&m[2], "after", {}}};
+    auto claims = store->AcquireBatch("svc", records, "o", 10s);
+    REQUIRE(claims.ok());
+    for (size_t i = 0; i < records.size(); ++i) records[i].claim = (*claims)[i];
+    auto run = store->RunBatch("svc", records, "o", 1h, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->size() == 3);
+    for (const auto& r : *run) CHECK(r.kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(runs == std::map<std::string, int>{{"keep", 1}, {"cut", 1}, {"after", 1}});
+    for (const char* k : {"keep", "cut", "after"}) CHECK(Field(*redis, k, "state") == "COMPLETED");
+  }
+  bool resent = false;
+  for (const auto& line : log)
+    resent = resent || line.rfind("CONNECTION lost while marking", 0) == 0;
+  CHECK(resent);
+}
+
+TEST_CASE(
+    "RedisStore fencing: a handler stalled past its lease while another member claims "
+    "the key: exactly one completes, the stale one's mark is refused") {
+  auto redis = StartRedis();
+  // A stalled process renews nothing: member A's renewal is off, as if its process paused.
+  wc::RedisStoreOptions stalled;
+  stalled.port = redis->port();
+  stalled.renew_leases = false;
+  auto a = wc::RedisStore::Connect(stalled);
+  REQUIRE(a.ok());
+  auto b = Connect(*redis);
+  auto claim_a = (*a)->Acquire("svc", "k", "member-a", 300ms, Msg());
+  REQUIRE(claim_a.ok());
+  CHECK(claim_a->fencing_token == 1);
+  std::vector<std::string> effects;  // (member, token) as a downstream system would see them
+  auto effect_b = [&](wc::HandlerContext& ctx) {
+    effects.push_back("b#" + std::to_string(ctx.fencing_token()));
+    return wc::HandlerResult::Done("by b");
+  };
+  bool b_first = false;
+  SUBCASE("B completes while A is stalled") { b_first = true; }
+  SUBCASE("A's mark comes before B completes") { b_first = false; }
+  std::optional<wc::RunOutcome> outcome_b;
+  auto claim_and_run_b = [&] {
+    auto claim_b = b->Acquire("svc", "k", "member-b", 30s, Msg());
+    REQUIRE(claim_b.ok());
+    CHECK(claim_b->state == wc::Claim::State::kTakenOver);
+    CHECK(claim_b->fencing_token == 2);
+    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), claim_b->attempts, effect_b);
+    REQUIRE(run.ok());
+    outcome_b = *run;
+  };
+  auto run_a = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
+    effects.push_back("a#" + std::to_string(ctx.fencing_token()));
+    std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
+    if (b_first)
+      claim_and_run_b();  // B claims and completes while A is stalled
+    else
+      REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
+    return wc::HandlerResult::Done("by a");
+  });
+  REQUIRE(run_a.ok());
+  CHECK(run_a->kind == wc::RunOutcome::Kind::kLost);  // the stale token's mark is refused
+  if (!b_first) {
+    // B claimed while A was stalled and completes after A's refused mark: the B side of
+    // claim_and_run_b without its claim, which A's handler already made.
+    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), 2, effect_b);
+    REQUIRE(run.ok());
+    outcome_b = *run;
+  }
+  REQUIRE(outcome_b);
+  CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
+  CHECK(Field(*redis, "k", "state") == "COMPLETED");
+  CHECK(Field(*redis, "k", "result") == "by b");
+  CHECK(Field(*redis, "k", "done_fence") == "2");
+}
+
+TEST_CASE("RedisStore: a slow but live handler's lease is renewed; nobody takes its key") {
+  auto redis = StartRedis();
+  wc::RedisStoreOptions o;
+  o.port = redis->port();
+  auto a = wc::RedisStore::Connect(o);
+  REQUIRE(a.ok());
+  auto b = Connect(*redis);
+  REQUIRE((*a)->Acquire("svc", "k", "member-a", 300ms, Msg()).ok());
+  int conflicts = 0;
+  auto run = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext&) {
+    // Three leases long; another member asks for the key all the while.
+    for (int i = 0; i < 9; ++i) {
+      std::this_thread::sleep_for(100ms);
+      auto c = b->Acquire("svc", "k", "member-b", 30s, Msg());
+      REQUIRE(c.ok());
+      if (c->state == wc::Claim::State::kConflict) ++conflicts;
+    }
+    return wc::HandlerResult::Done("by a");
+  });
+  REQUIRE(run.ok());
+  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(conflicts == 9);
+  CHECK(Field(*redis, "k", "result") == "by a");
 }
 
 TEST_CASE("Consumer + RedisStore: duplicates skipped, a poison record dead-lettered after N tries") {

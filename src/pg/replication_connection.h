@@ -72,7 +72,10 @@ class ReplicationConnection {
 
   // CREATE_REPLICATION_SLOT ... LOGICAL <plugin>; returns the slot's consistent point. A slot
   // of that name created meanwhile by another process is kSlotInUse.
-  Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin);
+  // `failover` (slot.failover) needs PostgreSQL 17; older servers are a kConfig error naming
+  // the key.
+  Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin,
+                         bool failover = false);
   Status DropSlot(const std::string& slot_name);
 
   // START_REPLICATION with `options`, the decoder's (Decoder::StartReplicationOptions()).

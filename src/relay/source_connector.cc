@@ -91,7 +91,8 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   session.slot_position = report.slot.confirmed_flush;
   if (!report.slot.exists) {
     if (plan.streamed_before && !settings_.slot_recreate_when_missing) return SlotGone(plan);
-    auto created = conn->CreateSlot(settings_.slot_name, settings_.plugin_name);
+    auto created =
+        conn->CreateSlot(settings_.slot_name, settings_.plugin_name, settings_.slot_failover);
     if (!created.ok()) return created.status();
     session.slot_position = *created;
     session.slot_created = true;

@@ -500,6 +500,9 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto drop = p.GetBool("slot.drop.on.stop", false);
   if (!drop.ok()) return drop.status();
   s.slot_drop_on_stop = *drop;
+  auto failover = p.GetBool("slot.failover", false);
+  if (!failover.ok()) return failover.status();
+  s.slot_failover = *failover;
   auto create = p.GetBool("slot.create", true);
   if (!create.ok()) return create.status();
   s.slot_create = *create;

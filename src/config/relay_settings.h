@@ -115,6 +115,9 @@ struct RelaySettings {
   int64_t shutdown_timeout_ms = 30000;
   bool slot_drop_on_stop = false;
   bool slot_create = true;
+  // slot.failover (Debezium's key, PostgreSQL 17+): a slot walrelay creates is a failover slot,
+  // which PostgreSQL synchronizes to standbys with sync_replication_slots=on.
+  bool slot_failover = false;
   // slot.recreate.when.missing: once this relay has streamed from the slot, a missing slot
   // stops it (rows since its last confirmed LSN may be lost) unless this allows re-creating it.
   bool slot_recreate_when_missing = false;

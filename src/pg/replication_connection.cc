@@ -217,8 +217,16 @@ Result<std::vector<std::string>> ReplicationConnection::MissingTables(
 }
 
 Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name,
-                                              const std::string& plugin) {
-  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL " + plugin,
+                                              const std::string& plugin, bool failover) {
+  const int version = PQserverVersion(conn_.get());
+  if (failover && version < 170000) {
+    return Status::Config("'slot.failover'=true needs PostgreSQL 17 or later, which can "
+                          "synchronize a slot to standbys; the server is " +
+                          std::to_string(version / 10000) + ": set slot.failover=false (after "
+                          "a failover the slot is missing: exit 16)");
+  }
+  auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL " + plugin +
+                      (failover ? " (FAILOVER)" : ""),
                   PGRES_TUPLES_OK, Limit::kNone);
   if (!res.ok()) {
     if (last_sqlstate_ == kDuplicateObject) {

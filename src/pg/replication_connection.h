@@ -72,7 +72,10 @@ class ReplicationConnection {
 
   // CREATE_REPLICATION_SLOT ... LOGICAL <plugin>; returns the slot's consistent point. A slot
   // of that name created meanwhile by another process is kSlotInUse.
-  Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin);
+  // `failover` (slot.failover) needs PostgreSQL 17; older servers are a kConfig error naming
+  // the key.
+  Result<Lsn> CreateSlot(const std::string& slot_name, const std::string& plugin,
+                         bool failover = false);
   Status DropSlot(const std::string& slot_name);
   // TIMELINE_HISTORY: the content of timeline `timeline`'s history file (its ancestors and
   // where each ended; delivery/timeline.h parses it). Timeline 1 has none: "".

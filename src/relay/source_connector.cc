@@ -150,7 +150,8 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
 
   session.slot_position = report.slot.confirmed_flush;
   if (slot_missing) {
-    auto created = conn->CreateSlot(settings_.slot_name, settings_.plugin_name);
+    auto created =
+        conn->CreateSlot(settings_.slot_name, settings_.plugin_name, settings_.slot_failover);
     if (!created.ok()) return created.status();
     session.slot_position = *created;
     session.slot_created = true;

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <csignal>
 #include <map>
+#include <cstdlib>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -258,4 +260,83 @@ TEST_CASE("exactly once: another producer's open transaction on the offsets topi
           << " after kill -9 with the slot put back at " << behind.ToString());
   REQUIRE(restarted->Kill(SIGTERM).ok());
   REQUIRE(restarted->Wait(20s).ok());
+}
+
+// A standby promoted behind the primary: its timeline forks below the position the relay stored
+// while streaming the old primary. The new primary's commits after the fork lie at LSNs the
+// old timeline had used too; starting at the stored position would skip them.
+TEST_CASE("exactly once: after a promotion behind the stored position nothing is skipped") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "timeline_eos";
+  const std::map<std::string, std::string> eos = {{"exactly.once.support", "required"},
+                                                  {"offsets.storage.topic", "timeline-offsets"}};
+  // Both servers keep the WAL the copied logical slot needs.
+  fx.Exec("ALTER SYSTEM SET wal_keep_size = '1GB'");
+  fx.Exec("SELECT pg_reload_conf()");
+  auto relay = fx.StartRelay(fx.WriteConfig(slot, eos));  // creates the slot
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  fx.WaitSlotFree(slot);
+
+  // The standby is the primary as it is now, with the relay's slot: a cold copy, kept stopped
+  // so that it receives nothing of what follows.
+  devtools::PgStandbyOptions standby_options;
+  standby_options.cold_copy = true;
+  auto made = fx.pg().StartStandby(standby_options);
+  REQUIRE_MESSAGE(made.ok(), made.status().ToString());
+  devtools::PgSandbox& standby = **made;
+  REQUIRE(standby.Stop().ok());
+  REQUIRE(fx.pg().Stop().ok());
+  const std::string copy_slot = "cp -a '" + fx.pg().data_dir() + "/pg_replslot/" + slot + "' '" +
+                                standby.data_dir() + "/pg_replslot/'";
+  REQUIRE(std::system(copy_slot.c_str()) == 0);
+  REQUIRE(fx.pg().Restart().ok());
+
+  // The old primary's rows, relayed and stored as the connector's position on timeline 1.
+  relay = fx.StartRelay(fx.WriteConfig(slot, eos));
+  int seq = 0;
+  for (int t = 0; t < 25; ++t) fx.Exec(Rows(seq, 20));
+  const int old_rows = seq;
+  const Lsn old_end = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed(slot, old_end, 60s) >= old_end);
+  REQUIRE(CheckRecords(ReadEverySeq(*fx.Reader(), SeqRange(seq), 60s)).size() ==
+          static_cast<size_t>(old_rows));
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+
+  // The primary crashes; the standby, behind it, is promoted onto timeline 2.
+  REQUIRE(fx.pg().KillServer().ok());
+  REQUIRE(standby.Restart().ok());
+  REQUIRE(standby.Promote().ok());
+  const Lsn fork = *Lsn::Parse(*standby.QueryValue("SELECT pg_current_wal_lsn()::text"));
+  REQUIRE(fork < old_end);
+  // The new primary's own rows: their commits lie between the fork and the stored position.
+  for (int i = 0; i < 30; ++i) REQUIRE(standby.Exec(Rows(seq, 1)).ok());
+  const Lsn new_end = *Lsn::Parse(*standby.QueryValue("SELECT pg_current_wal_lsn()::text"));
+  REQUIRE(new_end < old_end);
+
+  auto moved = eos;
+  moved["database.port"] = std::to_string(standby.port());
+  relay = fx.StartRelay(fx.WriteConfig(slot, moved));
+  const std::string log = Log(fx);
+  CHECK_MESSAGE(log.find("timeline switch: this connector's stored position") != std::string::npos,
+                log);
+  CHECK(log.find("is on timeline 1, which the server (now timeline 2) left at LSN") !=
+        std::string::npos);
+  std::set<int> new_rows;
+  for (int s = old_rows + 1; s <= seq; ++s) new_rows.insert(s);
+  auto records = ReadEverySeq(*fx.Reader(), SeqRange(seq), 60s);
+  auto seen = CheckRecords(records);
+  size_t delivered_new = 0;
+  for (int s : new_rows) delivered_new += seen.count(s);
+  CHECK_MESSAGE(delivered_new == new_rows.size(), log);
+  CHECK(seen.size() == static_cast<size_t>(seq));
+  CHECK(Duplicates(seen) == 0);
+  MESSAGE("promotion behind the stored position: fork at " << fork.ToString() << ", stored "
+          << "position past " << old_end.ToString() << "; " << delivered_new << " of "
+          << new_rows.size() << " rows of the new primary delivered, " << Duplicates(seen)
+          << " duplicates");
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
 }

@@ -4,6 +4,7 @@
 // that streamed; an exactly-once restart reads the offsets topic to its real end even while
 // another producer holds a transaction open on it.
 #include <doctest/doctest.h>
+#include <librdkafka/rdkafka.h>
 
 #include <chrono>
 #include <csignal>
@@ -12,6 +13,7 @@
 #include <regex>
 #include <set>
 #include <string>
+#include <memory>
 #include <thread>
 
 #include "config/relay_settings.h"
@@ -337,6 +339,89 @@ TEST_CASE("exactly once: after a promotion behind the stored position nothing is
           << "position past " << old_end.ToString() << "; " << delivered_new << " of "
           << new_rows.size() << " rows of the new primary delivered, " << Duplicates(seen)
           << " duplicates");
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+}
+
+namespace {
+
+Status AddPartitions(const std::string& bootstrap, const std::string& topic, int total) {
+  char err[512];
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof err);
+  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> rk(
+      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), rd_kafka_destroy);
+  if (!rk) return Status::Kafka(err);
+  std::unique_ptr<rd_kafka_NewPartitions_t, void (*)(rd_kafka_NewPartitions_t*)> partitions(
+      rd_kafka_NewPartitions_new(topic.c_str(), static_cast<size_t>(total), err, sizeof err),
+      rd_kafka_NewPartitions_destroy);
+  std::unique_ptr<rd_kafka_queue_t, void (*)(rd_kafka_queue_t*)> queue(
+      rd_kafka_queue_new(rk.get()), rd_kafka_queue_destroy);
+  rd_kafka_NewPartitions_t* list[] = {partitions.get()};
+  rd_kafka_CreatePartitions(rk.get(), list, 1, nullptr, queue.get());
+  std::unique_ptr<rd_kafka_event_t, void (*)(rd_kafka_event_t*)> event(
+      rd_kafka_queue_poll(queue.get(), 30000), rd_kafka_event_destroy);
+  if (!event) return Status::Kafka("CreatePartitions timed out");
+  if (rd_kafka_event_error(event.get()))
+    return Status::Kafka(rd_kafka_event_error_string(event.get()));
+  size_t count = 0;
+  const rd_kafka_topic_result_t** results = rd_kafka_CreatePartitions_result_topics(
+      rd_kafka_event_CreatePartitions_result(event.get()), &count);
+  for (size_t i = 0; i < count; ++i)
+    if (rd_kafka_topic_result_error(results[i]))
+      return Status::Kafka(rd_kafka_topic_result_error_string(results[i]));
+  return Status::Ok();
+}
+
+}  // namespace
+
+// docs/operations.md's remedy for exit 21 is a tombstone under the connector's key. After the
+// topic's partition count changed, Connect's tooling writes it to another partition than the
+// stale record: the newest record must win.
+TEST_CASE("exactly once: a tombstone clears a foreign position after the partition count "
+          "changed") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "repartitioned";
+  const std::string topic = "repartitioned-offsets";
+  const std::string config = fx.WriteConfig(
+      slot, {{"exactly.once.support", "required"}, {"offsets.storage.topic", topic}});
+  const std::map<std::string, std::string> kafka = {{"bootstrap.servers", fx.bootstrap_servers()}};
+  OffsetStore store(kafka, topic, SourceOffsetKey("itest-" + slot, "itest"));
+  REQUIRE(store.EnsureTopic(1, -1, 30s).ok());
+  // A producer per write: a new one learns the partitions added meanwhile.
+  auto write = [&](Record record) {
+    auto producer = TransactionalProducer::Create(kafka, "offsets-tool");
+    REQUIRE(producer.ok());
+    REQUIRE((*producer)->InitTransactions(30s).ok());
+    REQUIRE((*producer)->Begin().ok());
+    auto sent = (*producer)->SendOffset(record);
+    REQUIRE_MESSAGE(sent.ok(), sent.status.ToString());
+    REQUIRE((*producer)->Commit(30s).ok());
+  };
+  SourceOffset foreign;
+  foreign.lsn = foreign.lsn_commit = Lsn(0x9000000);
+  foreign.system_identifier = "1";  // another server
+  foreign.timeline = 1;
+  foreign.slot = slot;
+  write(store.MakeRecord(foreign, 1));
+  auto [refused, output] = fx.RunCommand({"run", "--config", config});
+  CHECK_MESSAGE(refused == 21, output);
+
+  // More partitions, then the tombstone where murmur2 places the key now: not partition 0.
+  int total = 2;
+  while (store.MakeRecord(foreign, total).partition == 0) ++total;
+  REQUIRE(AddPartitions(fx.bootstrap_servers(), topic, total).ok());
+  Record tombstone = store.MakeRecord(foreign, total);
+  tombstone.value.reset();
+  write(tombstone);
+
+  auto relay = fx.StartRelay(config);
+  int seq = 0;
+  fx.Exec(Rows(seq, 5));
+  CHECK(CheckRecords(ReadEverySeq(*fx.Reader(), SeqRange(seq), 60s)).size() == 5u);
+  MESSAGE("tombstone in partition " << tombstone.partition << " of " << total
+                                    << " cleared the foreign position in partition 0");
   REQUIRE(relay->Kill(SIGTERM).ok());
   REQUIRE(relay->Wait(20s).ok());
 }

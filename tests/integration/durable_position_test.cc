@@ -425,3 +425,36 @@ TEST_CASE("exactly once: a tombstone clears a foreign position after the partiti
   REQUIRE(relay->Kill(SIGTERM).ok());
   REQUIRE(relay->Wait(20s).ok());
 }
+
+// A failover to a standby without the slot (PostgreSQL 15 has no failover slots): the relay
+// pointed at the promoted server finds no slot, and the stored position says the connector
+// streamed from one. Creating a new slot there would skip what the old primary committed last.
+TEST_CASE("at least once: after a failover to a server without the slot, exit 16, never silent") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "failover_gone";
+  auto made = fx.pg().StartStandby();
+  REQUIRE_MESSAGE(made.ok(), made.status().ToString());
+  devtools::PgSandbox& standby = **made;
+  auto relay = fx.StartRelay(fx.WriteConfig(slot, {}));
+  int seq = 0;
+  fx.Exec(Rows(seq, 20));
+  const Lsn end = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed(slot, end, 30s) >= end);
+  REQUIRE(fx.pg().KillServer().ok());
+  REQUIRE(standby.Promote().ok());
+  REQUIRE(relay->Kill(SIGKILL).ok());
+  REQUIRE(relay->Wait(20s).ok());
+
+  const std::string moved =
+      fx.WriteConfig(slot, {{"database.port", std::to_string(standby.port())}});
+  auto [code, output] = fx.RunCommand({"run", "--config", moved});
+  CHECK_MESSAGE(code == kExitSlotGone, output);
+  CHECK(output.find("replication slot '" + slot + "' this connector streamed from no longer "
+                    "exists") != std::string::npos);
+  CHECK(output.find("holds this connector's position LSN") != std::string::npos);
+  // No slot was created on the new primary behind the operator's back.
+  CHECK(*standby.QueryValue("SELECT count(*) FROM pg_replication_slots WHERE slot_type = "
+                            "'logical'") == "0");
+  MESSAGE("failover to a standby without the slot: exit " << code);
+}

@@ -241,9 +241,7 @@ TEST_CASE("exactly once: another producer's open transaction on the offsets topi
   REQUIRE(relay->Kill(SIGKILL).ok());
   REQUIRE(relay->Wait(20s).ok());
   fx.WaitSlotFree(slot);
-  fx.Exec("SELECT pg_drop_replication_slot('" + slot + "')");
-  fx.Exec("SELECT pg_copy_logical_replication_slot('" + copy + "', '" + slot + "')");
-  fx.Exec("SELECT pg_drop_replication_slot('" + copy + "')");
+  fx.RestoreSlotCopy(slot, copy);
   REQUIRE(fx.ConfirmedFlush(slot) == behind);
 
   // The new process commits at the usual boundary.

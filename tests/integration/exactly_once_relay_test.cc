@@ -156,9 +156,7 @@ TEST_CASE("exactly once: a slot behind the offsets topic restarts at the stored 
   REQUIRE(relay->Wait(20s).ok());
   fx.WaitSlotFree(slot);
 
-  fx.Exec("SELECT pg_drop_replication_slot('" + slot + "')");
-  fx.Exec("SELECT pg_copy_logical_replication_slot('" + copy + "', '" + slot + "')");
-  fx.Exec("SELECT pg_drop_replication_slot('" + copy + "')");
+  fx.RestoreSlotCopy(slot, copy);
   REQUIRE(fx.ConfirmedFlush(slot) == behind);
   REQUIRE(behind < end);
 

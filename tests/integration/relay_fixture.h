@@ -168,6 +168,16 @@ class RelayFixture {
     }
   }
 
+  // Drops `slot` and makes it again from `saved`, a copy taken earlier with
+  // pg_copy_logical_replication_slot (then dropped): the slot stands where the copy did, behind
+  // whatever a relay confirmed since, as after a crash between delivery and confirmation.
+  void RestoreSlotCopy(const std::string& slot, const std::string& saved) {
+    WaitSlotFree(slot);
+    Exec("SELECT pg_drop_replication_slot('" + slot + "')");
+    Exec("SELECT pg_copy_logical_replication_slot('" + saved + "', '" + slot + "')");
+    Exec("SELECT pg_drop_replication_slot('" + saved + "')");
+  }
+
   // The plugin.name WriteConfig writes unless an override sets it: wal2json, so the suites
   // written for it stay on it; a pgoutput suite calls UsePlugin("pgoutput").
   void UsePlugin(const std::string& plugin) { plugin_ = plugin; }

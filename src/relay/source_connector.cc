@@ -52,7 +52,7 @@ Status SourceConnector::SlotGone(const ConnectPlan& plan,
                                  const std::optional<SourceOffset>& stored) const {
   std::string last;
   if (plan.streamed_before) {
-    last = "the last LSN this process confirmed to it was " + plan.last_confirmed.ToString();
+    last = "the last LSN confirmed to it was " + plan.last_confirmed.ToString();
   } else {
     last = "offsets topic '" + settings_.offsets.topic + "' holds this connector's position LSN " +
            stored->lsn_commit.ToString() + " (timeline " + std::to_string(stored->timeline) +

@@ -443,8 +443,7 @@ TEST_CASE("errors.tolerance=none: a bad row stops the relay naming the row and i
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig(
       "strict", {{"transforms.outbox.table.fields.additional.placement", "nosuchcolumn:header"}}));
-  const Lsn before = fx.CurrentWal();
-  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  const Lsn before = fx.InsertBeforeCommit(InsertEvent(1));
   auto code = relay->Wait(std::chrono::seconds(20));
   REQUIRE(code.ok());
   CHECK(*code == 6);

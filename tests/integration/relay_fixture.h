@@ -138,6 +138,15 @@ class RelayFixture {
     return *v;
   }
   Lsn CurrentWal() { return *Lsn::Parse(Value("SELECT pg_current_wal_lsn()::text")); }
+  // Runs one INSERT (with or without its ';') as its own transaction and returns a position
+  // after its row and before its commit record: a slot confirmed below it replays the row.
+  // CurrentWal() taken before the statement is no such bound: WAL other processes write
+  // meanwhile (a standby snapshot) may be confirmed while the row is not.
+  Lsn InsertBeforeCommit(std::string insert) {
+    while (!insert.empty() && (insert.back() == ';' || insert.back() == ' ')) insert.pop_back();
+    return *Lsn::Parse(Value("WITH ins AS (" + insert +
+                             " RETURNING 1) SELECT pg_current_wal_insert_lsn()::text FROM ins"));
+  }
   Lsn ConfirmedFlush(const std::string& slot) {
     auto v = pg_->QueryValue("SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM "
                              "pg_replication_slots WHERE slot_name = '" + slot + "'");

@@ -272,10 +272,10 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
 TEST_CASE("a record Kafka rejects stops the relay without confirming its transaction") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("rejected", {{"kafka.message.max.bytes", "2000"}}));
-  const Lsn before = fx.CurrentWal();
-  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "('00000000-0000-4000-8000-00000000beef', 'Order', 'o-1', 'Big', "
-          "jsonb_build_object('blob', repeat('x', 5000)))");
+  const Lsn before = fx.InsertBeforeCommit(
+      "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+      "('00000000-0000-4000-8000-00000000beef', 'Order', 'o-1', 'Big', "
+      "jsonb_build_object('blob', repeat('x', 5000)))");
   auto code = relay->Wait(std::chrono::seconds(30));
   REQUIRE(code.ok());
   CHECK(*code == 5);

@@ -274,6 +274,39 @@ Status ParseOffsetStorage(const Properties& p, const std::string& name, bool exa
   return Status::Ok();
 }
 
+size_t CountCommaItems(const std::string& list) {
+  return static_cast<size_t>(std::count(list.begin(), list.end(), ',')) + 1;
+}
+
+// database.port: one port for every host, or (libpq's multi-host form) one per host of
+// database.hostname, comma-separated. Returned as libpq's `port` value.
+Result<std::string> ParsePorts(const Properties& p, size_t hosts) {
+  const std::string value = Trim(p.GetString("database.port", "5432"));
+  std::vector<std::string> ports;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = value.find(',', start);
+    ports.push_back(Trim(value.substr(start, comma == std::string::npos ? std::string::npos
+                                                                        : comma - start)));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (ports.size() != 1 && ports.size() != hosts)
+    return Status::Config("'database.port' names " + std::to_string(ports.size()) +
+                          " ports for " + std::to_string(hosts) +
+                          " hosts in 'database.hostname'; give one port, or one per host");
+  std::string joined;
+  for (const std::string& port : ports) {
+    int number = 0;
+    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (ec != std::errc() || end != port.data() + port.size() || number < 1 || number > 65535)
+      return Status::Config("'database.port' must be a port number from 1 to 65535 (or one per "
+                            "host, comma-separated), got '" + value + "'");
+    joined += (joined.empty() ? "" : ",") + std::to_string(number);
+  }
+  return joined;
+}
+
 }  // namespace
 
 std::string DefaultOffsetsTopic(const std::string& name) {
@@ -394,7 +427,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
 
   auto host = p.GetRequired("database.hostname");
   if (!host.ok()) return host.status();
-  auto port = p.GetInt("database.port", 5432, 1, 65535);
+  auto port = ParsePorts(p, CountCommaItems(*host));
   if (!port.ok()) return port.status();
   auto user = p.GetRequired("database.user");
   if (!user.ok()) return user.status();
@@ -409,8 +442,17 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   // it only when configured, as JDBC users enable Kerberos explicitly too.
   auto gssencmode = p.GetEnum("database.gssencmode", "disable", {"disable", "prefer", "require"});
   if (!gssencmode.ok()) return gssencmode.status();
-  s.pg_params = {{"host", *host}, {"port", std::to_string(*port)}, {"user", *user},
+  s.pg_params = {{"host", *host}, {"port", *port}, {"user", *user},
                  {"dbname", *dbname}, {"sslmode", *sslmode}, {"gssencmode", *gssencmode}};
+  // Several hosts (libpq's multi-host form: a primary and its standbys) are tried in turn at
+  // every connect; only a primary can serve the slot, so by default the first that accepts
+  // writes is taken, and after a failover the promoted standby is found without a restart.
+  const bool several_hosts = CountCommaItems(*host) > 1;
+  auto session_attrs =
+      p.GetEnum("database.target.session.attrs", several_hosts ? "read-write" : "any",
+                {"any", "read-write", "read-only", "primary", "standby", "prefer-standby"});
+  if (!session_attrs.ok()) return session_attrs.status();
+  if (*session_attrs != "any") s.pg_params.emplace_back("target_session_attrs", *session_attrs);
   // A large transaction spills to disk in the walsender once it exceeds the server's
   // logical_decoding_work_mem (64MB by default); raising it for walrelay's own connection
   // decodes such transactions in memory without changing the server's setting.

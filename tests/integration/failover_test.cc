@@ -35,8 +35,14 @@ std::string Batch(int first, int n) {
 
 }  // namespace
 
-TEST_CASE("failover (PostgreSQL 17): slot.failover survives kill -9 of the primary and "
-          "promotion; every row on the new primary arrives") {
+namespace {
+
+// How the relay reaches the promoted server: restarted against its address (as a supervisor
+// does when a DNS name or virtual IP moves), or on its own through libpq's multi-host
+// database.hostname, which takes the first server that accepts writes at every reconnect.
+enum class Follow { kRestart, kMultiHost };
+
+void FailOver(Follow follow) {
   devtools::PgSandboxOptions po;
   po.major = 17;
   RelayFixture fx(po);
@@ -54,6 +60,11 @@ TEST_CASE("failover (PostgreSQL 17): slot.failover survives kill -9 of the prima
   std::map<std::string, std::string> config = {{"slot.failover", "true"},
                                                {"slot.health.interval.ms", "500"},
                                                {"kafka.linger.ms", "200"}};
+  if (follow == Follow::kMultiHost) {
+    config["database.hostname"] = "127.0.0.1,127.0.0.1";
+    config["database.port"] =
+        std::to_string(fx.pg().port()) + "," + std::to_string(standby.port());
+  }
   auto relay = fx.StartRelay(fx.WriteConfig("fo", config));
   CHECK(fx.Value("SELECT failover::text FROM pg_replication_slots WHERE slot_name = 'fo'") ==
         "true");
@@ -82,14 +93,20 @@ TEST_CASE("failover (PostgreSQL 17): slot.failover survives kill -9 of the prima
   CHECK(confirmed_at_kill < committed);
   REQUIRE(standby.Promote().ok());
   CHECK(Val(standby.Timeline()) == "2");
-  // The address moves: here the relay is restarted against the promoted server, as a
-  // supervisor does when DNS or a virtual IP changes.
-  REQUIRE(relay->Kill(SIGKILL).ok());
-  (void)relay->Wait(10s);
-  config["database.port"] = std::to_string(standby.port());
-  const std::string moved = fx.WriteConfig("fo", config);
-  auto child = fx.SpawnRelay(moved);
-  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "streaming slot", 30s));
+  std::unique_ptr<devtools::ChildProcess> child;
+  if (follow == Follow::kRestart) {
+    REQUIRE(relay->Kill(SIGKILL).ok());
+    (void)relay->Wait(10s);
+    config["database.port"] = std::to_string(standby.port());
+    const std::string moved = fx.WriteConfig("fo", config);
+    child = fx.SpawnRelay(moved);
+    REQUIRE(devtools::WaitForFileContains(fx.log_path(), "streaming slot", 30s));
+  } else {
+    // The same process reconnects with backoff and finds the promoted standby.
+    child = std::move(relay);
+    REQUIRE_MESSAGE(Eventually([&] { return Count(Log(fx), "streaming slot") >= 2; }, 60s),
+                    Log(fx));
+  }
   const double kill_to_streaming = SecondsSince(killed);
   REQUIRE(standby.Exec(Batch(701, 300)).ok());
 
@@ -112,11 +129,25 @@ TEST_CASE("failover (PostgreSQL 17): slot.failover survives kill -9 of the prima
   CHECK(missing == 0);
   CHECK(duplicates <= 200);  // at most what was unconfirmed at the kill
   CHECK(child->Running());
-  CHECK(Log(fx).find("error") == std::string::npos);
-  MESSAGE("failover on 17: " << expected.size() << " rows on the promoted server, " << missing
+  CHECK(Log(fx).find(" error ") == std::string::npos);
+  const std::string how =
+      follow == Follow::kRestart ? "relay restarted" : "multi-host, same process";
+  MESSAGE("failover on 17 (" << how << "): " << expected.size() << " rows on the promoted server, " << missing
                              << " missing, " << duplicates << " duplicates; kill -9 of the "
                              << "primary to streaming from the promoted standby "
                              << kill_to_streaming << " s");
+}
+
+}  // namespace
+
+TEST_CASE("failover (PostgreSQL 17): slot.failover survives kill -9 of the primary and "
+          "promotion; every row on the new primary arrives") {
+  FailOver(Follow::kRestart);
+}
+
+TEST_CASE("failover (PostgreSQL 17): with the primary and standby in database.hostname the "
+          "running relay follows the promotion") {
+  FailOver(Follow::kMultiHost);
 }
 
 TEST_CASE("failover: slot.failover=true on PostgreSQL 15 stops at once naming the key") {

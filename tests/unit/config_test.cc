@@ -450,3 +450,32 @@ TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad va
   REQUIRE(ignored.ok());
   CHECK_FALSE(ignored->exactly_once.enabled());
 }
+
+TEST_CASE("several hosts: libpq's multi-host form, the first primary taken by default") {
+  auto multi = [](const std::string& extra) {
+    return Settings(R"({"database.hostname":"db-a,db-b","database.user":"u",)"
+                    R"("database.dbname":"d","topic.prefix":"p","kafka.bootstrap.servers":"b:1")" +
+                    extra + "}");
+  };
+  auto one_port = multi("");
+  REQUIRE_MESSAGE(one_port.ok(), one_port.status().ToString());
+  CHECK(Param(*one_port, "host") == "db-a,db-b");
+  CHECK(Param(*one_port, "port") == "5432");
+  CHECK(Param(*one_port, "target_session_attrs") == "read-write");
+  auto per_host = multi(R"(,"database.port":"5433, 5434","database.target.session.attrs":"primary")");
+  REQUIRE_MESSAGE(per_host.ok(), per_host.status().ToString());
+  CHECK(Param(*per_host, "port") == "5433,5434");
+  CHECK(Param(*per_host, "target_session_attrs") == "primary");
+  // One host: libpq's default (any), nothing added.
+  auto single = Settings(Minimal(""));
+  REQUIRE(single.ok());
+  CHECK(Param(*single, "target_session_attrs") == "<none>");
+  for (const char* bad : {R"(,"database.port":"5433,5434,5435")", R"(,"database.port":"5433,x")",
+                          R"(,"database.target.session.attrs":"leader")"}) {
+    auto refused = multi(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == ErrorCode::kConfig);
+    CHECK_MESSAGE(refused.status().message().find("database.") != std::string::npos,
+                  refused.status().message());
+  }
+}

@@ -996,8 +996,8 @@ class Comparer {
       dv.CopyFrom(wv, alloc);
       applied.push_back(kUnschemaedExpansion);
     };
-    // field.name.adjustment.mode: Debezium (3.2 and 3.6) renames the members but loses their values,
-    // null where walrelay keeps them.
+    // field.name.adjustment.mode: Debezium (3.2 and 3.6) renames the members but loses their
+    // values, null where walrelay keeps them.
     auto adjusted = [&](rapidjson::Value& dv, const rapidjson::Value& wv) {
       if (!Has("field.name.adjustment.mode") || !dv.IsObject() || !wv.IsObject() ||
           dv.MemberCount() != wv.MemberCount() || SameJson(dv, wv))
@@ -1208,7 +1208,8 @@ void RunSuite(bool full) {
   auto seconds = [](auto from, auto to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count() / 1000.0;
   };
-  MESSAGE("Debezium " << version << ": " << cases.size() << " cases, " << result.records << " Debezium records compared, "
+  MESSAGE("Debezium " << version << ": " << cases.size() << " cases, "
+                       << result.records << " Debezium records compared, "
                        << result.differences.size() << " unrecognised difference(s); walrelay "
                        << seconds(started, walrelay_done) << " s, Debezium "
                        << seconds(walrelay_done, debezium_done) << " s"
@@ -1247,7 +1248,8 @@ TEST_CASE("debezium parity: the comparison finds what differs and expects the Ja
   Case c{"unit", RouterBase("public.outbox")};
   auto compare = [&](const Rec& w) {
     Comparison result;
-    Comparer(result, commit, commit, kDefaultDebezium).CompareCase(c, Outcome{{debezium}, ""}, Outcome{{w}, ""});
+    Comparer(result, commit, commit, kDefaultDebezium)
+        .CompareCase(c, Outcome{{debezium}, ""}, Outcome{{w}, ""});
     return result;
   };
   Comparison same = compare(walrelay);

@@ -760,6 +760,18 @@ class OutboxEventRouter final : public Transform {
                       "'): " + parsed.status().message());
         }
         timestamp_ms = parsed.value();
+        // Kafka Connect's worker checks a record's timestamp before producing it
+        // (ConnectUtils.checkAndConvertTimestamp): -1, Kafka's "no timestamp", leaves it to
+        // the producer, which stamps the send time; anything below fails the record. A
+        // timestamp of 0 tells librdkafka to stamp the send time (docs/event-router.md).
+        if (timestamp_ms == -1) {
+          timestamp_ms = 0;
+        } else if (timestamp_ms < -1) {
+          return fail("timestamp column '" + name + "' ('" + config_.timestamp_key +
+                      "') holds '" + ts->text + "', " + std::to_string(timestamp_ms) +
+                      " ms from the Unix epoch; a Kafka record timestamp cannot be before "
+                      "1969-12-31 23:59:59.999 (Kafka Connect fails such a record too)");
+        }
       }
     }
 

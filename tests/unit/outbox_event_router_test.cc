@@ -551,6 +551,22 @@ TEST_CASE("router: table.field.event.timestamp") {
     Set(row, Null("created_at", "timestamp without time zone"));
     CHECK(Routed(*router, row).timestamp_ms == kCommitMs);
   }
+  SUBCASE("at and before the epoch: what Kafka Connect's worker sends") {
+    // 0 stays 0 (librdkafka then stamps the send time; Connect writes CreateTime 0).
+    Set(row, Text("created_at", "1970-01-01 00:00:00", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    // -1 is Kafka's "no timestamp": the producer stamps the send time, as for Connect.
+    Set(row, Text("created_at", "1969-12-31 23:59:59.999", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    // Earlier: Connect fails the record, and so does walrelay, naming column and value.
+    Set(row, Text("created_at", "1969-12-31 23:59:59.998", "timestamp without time zone"));
+    Status st = RouteError(*router, row);
+    CheckRecordError(st, "'created_at'");
+    CHECK(Contains(st.message(), "1969-12-31 23:59:59.998"));
+    CHECK(Contains(st.message(), "-2 ms"));
+    Set(row, Text("created_at", "1900-01-01 00:00:00", "timestamp without time zone"));
+    CheckRecordError(RouteError(*router, row), "1900-01-01");
+  }
   SUBCASE("other types are refused, naming column and type") {
     for (const Column& c :
          {Text("created_at", "2019-03-24 20:52:59+00", "timestamp with time zone"),

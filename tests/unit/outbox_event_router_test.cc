@@ -412,6 +412,71 @@ TEST_CASE("router: JSON expansion re-serialises compactly with null/empty-array 
   }
 }
 
+TEST_CASE("router: an expanded payload carries the Connect schema Debezium infers") {
+  RowChange row = OutboxRow();
+  auto router = MakeRouter({{"table.expand.json.payload", "true"}});
+  auto schema_of = [&](Transform& t) { return Routed(t, row).value_shape.schema_json; };
+  SUBCASE("types, member paths as struct names, nulls and empty arrays left out") {
+    Set(row, Text("payload",
+                  R"({"s": "x", "i": 1, "l": 3000000000, "d": 1.5, "b": true, "n": null,)"
+                  R"( "e": [], "o": {"k": [1, 2]}})",
+                  "jsonb"));
+    CHECK(schema_of(*router) ==
+          R"({"type":"struct","fields":[{"type":"string","optional":true,"field":"s"},)"
+          R"({"type":"int32","optional":true,"field":"i"},)"
+          R"({"type":"int64","optional":true,"field":"l"},)"
+          R"({"type":"double","optional":true,"field":"d"},)"
+          R"({"type":"boolean","optional":true,"field":"b"},)"
+          R"({"type":"struct","fields":[{"type":"array","items":{"type":"int32","optional":true},)"
+          R"("optional":true,"field":"k"}],"optional":true,"name":"payload.o","field":"o"}],)"
+          R"("optional":true,"name":"payload"})");
+  }
+  SUBCASE("object elements merge their members in the order they come") {
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"y": "z"}, {"x": 2, "w": null}]})", "jsonb"));
+    CHECK(schema_of(*router) ==
+          R"({"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[)"
+          R"({"type":"int32","optional":true,"field":"x"},)"
+          R"({"type":"string","optional":true,"field":"y"}],"optional":false,"name":"payload.a"},)"
+          R"("optional":true,"field":"a"}],"optional":true,"name":"payload"})");
+    // The elements stay as they are (docs/event-router.md).
+    CHECK(Routed(*router, row).value ==
+          std::optional<std::string>(R"({"a":[{"x":1},{"y":"z"},{"x":2}]})"));
+    // Equal element schemas are not merged: the element schema stays optional.
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"x": 2}, null]})", "jsonb"));
+    CHECK(Contains(schema_of(*router), R"("optional":true,"name":"payload.a")"));
+    // A null element of a merged (required) element schema fails Connect's validation.
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"y": "z"}, null]})", "jsonb"));
+    CHECK(schema_of(*router).empty());
+  }
+  SUBCASE("documents Debezium cannot give a schema: expanded, schema null") {
+    for (const char* text : {R"({"a": [1, "x"]})", R"({"a": [1, 3000000000]})",
+                             R"({"a": [null, null]})", R"({"a": 123456789012345678901234567890})",
+                             R"({"a": [{"x": 1}, {"x": "s"}]})", R"([1, 2])"}) {
+      CAPTURE(text);
+      Set(row, Text("payload", text, "jsonb"));
+      const Record r = Routed(*router, row);
+      CHECK(r.value_shape.schema_json.empty());
+      CHECK(r.value.has_value());
+      CHECK((*r.value)[0] != '"');
+    }
+  }
+  SUBCASE("in an envelope: the inferred schema is the payload member's, else unexpanded") {
+    auto envelope = MakeRouter({{"table.fields.additional.placement", "type:envelope"},
+                                {"table.expand.json.payload", "true"}});
+    Set(row, Text("payload", R"({"a": 1})", "jsonb"));
+    Record r = Routed(*envelope, row);
+    CHECK(r.value == std::optional<std::string>(R"({"payload":{"a":1},"type":"OrderCreated"})"));
+    CHECK(Contains(r.value_shape.schema_json,
+                   R"("fields":[{"type":"struct","fields":[{"type":"int32","optional":true,)"
+                   R"("field":"a"}],"optional":true,"name":"payload","field":"payload"},)"));
+    Set(row, Text("payload", R"({"a": [1, "x"]})", "jsonb"));
+    r = Routed(*envelope, row);
+    CHECK(r.value ==
+          std::optional<std::string>(R"({"payload":"{\"a\": [1, \"x\"]}","type":"OrderCreated"})"));
+    CHECK(Contains(r.value_shape.schema_json, R"("name":"io.debezium.data.Json")"));
+  }
+}
+
 TEST_CASE("router: field.name.adjustment.mode renames expanded members") {
   RowChange row = OutboxRow();
   Set(row, Text("payload", R"({"test$": 1, "1a": 2, "ok_1": 3, "n": {"x-y": 4}})", "jsonb"));

@@ -17,6 +17,7 @@
 #include "common/pg_time.h"
 #include "transform/change_event_source.h"
 #include "transform/java_regex.h"
+#include "transform/trace_context.h"
 
 namespace walrelay {
 namespace {
@@ -57,6 +58,8 @@ struct RouterConfig {
   bool keep_json_nulls = false;         // table.json.payload.null.behavior=optional_bytes
   bool keep_empty_json_arrays = false;  // table.json.payload.empty.array.behavior=optional_string
   NameAdjustment name_adjustment = NameAdjustment::kNone;
+  std::string trace_context_column;   // tracing.span.context.field
+  bool trace_only_with_context = true;  // tracing.with.context.field.only
 
   // Full key names, for record-level messages.
   std::string id_key, key_key, payload_key, timestamp_key, route_key, placement_key, missing_key,
@@ -191,13 +194,18 @@ Status RejectRemovedKeys(const Properties& props) {
   return Status::Ok();
 }
 
-// tracing.* keys configure OpenTelemetry spans, which walrelay does not emit; they are
-// accepted (and the boolean validated) so existing Debezium configs load unchanged.
-Status AcceptTracingKeys(const Properties& props) {
-  props.Has("tracing.span.context.field");
+// tracing.* keys: the trace context column and which rows carry trace headers
+// (trace_context.h). tracing.operation.name names Debezium's span, which walrelay does not
+// create, so it is only accepted. Other tracing.* keys are accepted as Debezium accepts them.
+Status ReadTracingKeys(const Properties& props, RouterConfig& config) {
+  config.trace_context_column =
+      props.GetString("tracing.span.context.field", "tracingspancontext");
   props.Has("tracing.operation.name");
-  auto only_with_context = props.GetBool("tracing.with.context.field.only", false);
+  // Debezium's EventRouter turns this on when the key is absent, although the key's own
+  // default is false: only rows that carry a context are traced unless it is set to false.
+  auto only_with_context = props.GetBool("tracing.with.context.field.only", true);
   if (!only_with_context.ok()) return only_with_context.status();
+  config.trace_only_with_context = only_with_context.value();
   const std::string prefix = props.FullKey("tracing.");
   for (auto it = props.values().lower_bound(prefix);
        it != props.values().end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
@@ -261,7 +269,7 @@ Result<RouterConfig> ReadConfig(const Properties& props) {
                       : adjust.value() == "avro" ? NameAdjustment::kAvro
                                                  : NameAdjustment::kAvroUnicode;
 
-  WALRELAY_RETURN_IF_ERROR(AcceptTracingKeys(props));
+  WALRELAY_RETURN_IF_ERROR(ReadTracingKeys(props, c));
 
   c.id_key = props.FullKey("table.field.event.id");
   c.key_key = props.FullKey("table.field.event.key");
@@ -1037,6 +1045,23 @@ class OutboxEventRouter final : public Transform {
     }
 
     std::vector<Header> headers;
+    // Debezium injects the trace context into the record's headers before it adds "id".
+    const Column* trace = row.Find(config_.trace_context_column);
+    if (trace != nullptr && !trace->is_null() && !IsConnectString(*trace)) {
+      return fail("trace context column '" + config_.trace_context_column +
+                  "' ('tracing.span.context.field') has type '" + trace->type +
+                  "'; it must be a string type holding java.util.Properties text");
+    }
+    std::optional<std::string> parent;
+    if (trace != nullptr && !trace->is_null()) parent = trace->text;
+    if (parent || !config_.trace_only_with_context) {
+      TraceHeaders trace_headers = trace_continuer_.Continue(parent);
+      const ConnectShape text{ConnectType::kString, R"({"type":"string","optional":false})"};
+      headers.push_back(Header{"traceparent", std::move(trace_headers.traceparent), text});
+      if (trace_headers.tracestate) {
+        headers.push_back(Header{"tracestate", std::move(*trace_headers.tracestate), text});
+      }
+    }
     headers.push_back(Header{"id", std::move(id_value->bytes), std::move(id_value->shape)});
     std::vector<std::pair<const std::string*, const Column*>> envelope;
     int32_t partition = kAnyPartition;
@@ -1156,6 +1181,7 @@ class OutboxEventRouter final : public Transform {
   const TopicRegex topic_regex_;
   const ColumnModes modes_;
   std::unordered_map<std::string, std::string> topic_cache_;
+  TraceContinuer trace_continuer_;
   // Envelope schema names: by "v" + version, else by "s" + payload schema.
   std::unordered_map<std::string, std::string> envelope_schema_names_;
 };

@@ -575,6 +575,46 @@ TEST_CASE("router: header placements follow the id header in config order") {
   CHECK_FALSE(null_id.headers[0].value.has_value());
 }
 
+TEST_CASE("router: trace context headers come before id, as Debezium injects them") {
+  RowChange row = OutboxRow();
+  const std::string trace = "0af7651916cd43dd8448eb211c80319c";
+  auto router = MakeRouter({});
+  SUBCASE("a row without the context column, or NULL: no trace headers by default") {
+    CHECK(Routed(*router, row).headers.size() == 1);
+    Set(row, Null("tracingspancontext", "text"));
+    CHECK(Routed(*router, row).headers.size() == 1);
+  }
+  SUBCASE("a context: traceparent (and tracestate) of a child span") {
+    Set(row, Text("tracingspancontext",
+                  "#Mon Jan 01 00:00:00 UTC 2024\ntraceparent=00-" + trace +
+                      "-b7ad6b7169203331-01\ntracestate=k=v\n",
+                  "text"));
+    const Record r = Routed(*router, row);
+    REQUIRE(r.headers.size() == 3);
+    CHECK(r.headers[0].key == "traceparent");
+    CHECK(r.headers[0].value->substr(0, 36) == "00-" + trace + "-");
+    CHECK(r.headers[0].shape.schema_json == R"({"type":"string","optional":false})");
+    CHECK(r.headers[1].key == "tracestate");
+    CHECK(r.headers[1].value == std::optional<std::string>("k=v"));
+    CHECK(r.headers[2].key == "id");
+  }
+  SUBCASE("another column, and every row traced with tracing.with.context.field.only=false") {
+    auto all = MakeRouter({{"tracing.span.context.field", "ctx"},
+                           {"tracing.with.context.field.only", "false"},
+                           {"tracing.operation.name", "relay"}});
+    const Record r = Routed(*all, row);
+    REQUIRE(r.headers.size() == 2);
+    CHECK(r.headers[0].key == "traceparent");
+    CHECK(r.headers[0].value->substr(3, 32) != trace);
+    Set(row, Text("ctx", "traceparent=00-" + trace + "-b7ad6b7169203331-00", "varchar"));
+    CHECK(Routed(*all, row).headers[0].value->substr(3, 32) == trace);
+  }
+  SUBCASE("a context column that is not text fails the record, naming it") {
+    Set(row, Int("tracingspancontext", "5"));
+    CheckRecordError(RouteError(*router, row), "tracingspancontext");
+  }
+}
+
 TEST_CASE("router: partition placement takes integer columns only") {
   auto router = MakeRouter({{"table.fields.additional.placement", "part:partition:ignored"}});
   RowChange row = OutboxRow();

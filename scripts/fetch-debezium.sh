@@ -14,7 +14,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 version="${1:-3.6.1.Final}"
 pom="$here/../tests/debezium/pom-$version.xml"
 if [ ! -f "$pom" ]; then
-  known=$(cd "$here/../tests/debezium" && ls pom-*.xml | sed 's/^pom-\(.*\)\.xml$/\1/' | tr '\n' ' ')
+  known=$(cd "$here/../tests/debezium" && ls pom-*.xml |
+    sed 's/^pom-\(.*\)\.xml$/\1/' | tr '\n' ' ')
   echo "fetch-debezium: no reference pom for Debezium '$version' (known: $known)" >&2
   exit 2
 fi

@@ -197,7 +197,8 @@ Result<std::string> WithDecimalText(const ConnectShape& shape, const std::string
   DecimalMembersAsNumbers handler(decimals);
   rapidjson::Reader reader;
   rapidjson::MemoryStream stream(json.data(), json.size());
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag;
   if (!reader.Parse<kFlags>(stream, handler)) {
     return Status::Internal("a structured value is not valid JSON");
   }

@@ -214,7 +214,9 @@ public class DebeziumReference {
       }
       HeaderConverter headers = headerConverter(config);
       synchronized (records) {
-        for (ChangeEvent<Object, Object> r : records) out.add(JSON.writeValueAsString(line(name, r, headers)));
+        for (ChangeEvent<Object, Object> r : records) {
+          out.add(JSON.writeValueAsString(line(name, r, headers)));
+        }
       }
     }
   }
@@ -222,8 +224,10 @@ public class DebeziumReference {
   // The header converter as Connect's worker makes it: the class named by header.converter,
   // configured with the header.converter.* keys and converter.type=header.
   static HeaderConverter headerConverter(JsonNode config) throws Exception {
-    String type = config.path("header.converter").asText("org.apache.kafka.connect.storage.SimpleHeaderConverter");
-    HeaderConverter converter = (HeaderConverter) Class.forName(type).getDeclaredConstructor().newInstance();
+    String type = config.path("header.converter")
+        .asText("org.apache.kafka.connect.storage.SimpleHeaderConverter");
+    HeaderConverter converter =
+        (HeaderConverter) Class.forName(type).getDeclaredConstructor().newInstance();
     Map<String, Object> settings = new java.util.HashMap<>();
     for (Iterator<Map.Entry<String, JsonNode>> it = config.fields(); it.hasNext(); ) {
       Map.Entry<String, JsonNode> e = it.next();
@@ -244,7 +248,9 @@ public class DebeziumReference {
     if (source.kafkaPartition() == null) line.putNull("partition"); else line.put("partition", source.kafkaPartition());
     Long timestamp = source.timestamp();
     if (timestamp != null && timestamp < 0) {
-      if (timestamp != -1L) throw new IllegalArgumentException("Invalid record timestamp " + timestamp);
+      if (timestamp != -1L) {
+        throw new IllegalArgumentException("Invalid record timestamp " + timestamp);
+      }
       timestamp = null;
     }
     if (timestamp == null) line.putNull("timestamp"); else line.put("timestamp", timestamp);

@@ -52,7 +52,8 @@ TEST_CASE("the child context keeps the trace, takes a new span id and the sample
   // No parent, or an invalid one: a new sampled trace.
   for (const std::optional<std::string>& context :
        {std::optional<std::string>(), std::optional<std::string>("no=context"),
-        std::optional<std::string>("traceparent=00-" + std::string(32, '0') + "-b7ad6b7169203331-01"),
+        std::optional<std::string>("traceparent=00-" + std::string(32, '0') +
+                                   "-b7ad6b7169203331-01"),
         std::optional<std::string>("traceparent=00-" + trace + "-0000000000000000-01"),
         std::optional<std::string>("traceparent=ff-" + trace + "-b7ad6b7169203331-01"),
         std::optional<std::string>("traceparent=00-" + trace + "-B7AD6B7169203331-01")}) {

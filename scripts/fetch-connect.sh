@@ -6,9 +6,10 @@
 #   bash scripts/fetch-connect.sh        # -> ~/.cache/walrelay/connect-<kafka>-debezium-<debezium>/libs
 #   java -cp "<libs>/*" org.apache.kafka.connect.cli.ConnectStandalone worker.properties connector.properties
 #
-# The versions are in scripts/connect/pom.xml; they must be those of tests/debezium/pom.xml
-# (Debezium, the differential suite's reference) and scripts/kafka/pom.xml (the broker), which
-# this script checks. Caching as in scripts/lib/maven-jars.sh.
+# The versions are in scripts/connect/pom.xml; they must be those of
+# tests/debezium/pom-3.2.3.Final.xml (Debezium, the differential suite's 3.2 reference) and
+# scripts/kafka/pom.xml (the broker), which this script checks. Caching as in
+# scripts/lib/maven-jars.sh.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 pom="$here/connect/pom.xml"
@@ -16,7 +17,8 @@ prop() { sed -n "s:.*<$1>\(.*\)</$1>.*:\1:p" "$2" | head -1; }
 debezium=$(prop debezium.version "$pom")
 kafka=$(prop kafka.version "$pom")
 [ -n "$debezium" ] && [ -n "$kafka" ] || { echo "fetch-connect: no debezium.version or kafka.version in $pom" >&2; exit 1; }
-for ref in "debezium.version $here/../tests/debezium/pom.xml" "kafka.version $here/kafka/pom.xml"; do
+for ref in "debezium.version $here/../tests/debezium/pom-3.2.3.Final.xml" \
+    "kafka.version $here/kafka/pom.xml"; do
   set -- $ref
   theirs=$(prop "$1" "$2")
   ours=$(prop "$1" "$pom")

@@ -1,6 +1,12 @@
 #include "convert/connect_converters.h"
 
 #include <rapidjson/document.h>
+#include <rapidjson/memorystream.h>
+#include <rapidjson/reader.h>
+#include <rapidjson/stringbuffer.h>
+#include <rapidjson/writer.h>
+
+#include <map>
 
 #include "convert/java_text.h"
 #include "transform/change_event_source.h"  // Base64
@@ -87,6 +93,118 @@ bool IsOptional(const std::string& schema_json) {
   return d["optional"].GetBool();
 }
 
+// Standard base64 (Connect's JSON for bytes) to bytes; nullopt when it is not base64.
+std::optional<std::string> FromBase64(std::string_view text) {
+  std::string out;
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = -1;
+    if (c >= 'A' && c <= 'Z') v = c - 'A';
+    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9') v = c - '0' + 52;
+    else if (c == '+') v = 62;
+    else if (c == '/') v = 63;
+    else if (c == '=') break;
+    if (v < 0) return std::nullopt;
+    buffer = buffer << 6 | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+// The scale of each Decimal field of a struct schema, by field name.
+std::map<std::string, int32_t> DecimalFields(const std::string& struct_schema) {
+  std::map<std::string, int32_t> out;
+  rapidjson::Document d;
+  d.Parse(struct_schema.data(), struct_schema.size());
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("fields") || !d["fields"].IsArray())
+    return out;
+  for (const auto& f : d["fields"].GetArray()) {
+    if (!f.IsObject() || !f.HasMember("field") || !f["field"].IsString()) continue;
+    rapidjson::StringBuffer one;
+    rapidjson::Writer<rapidjson::StringBuffer> w(one);
+    f.Accept(w);
+    if (SchemaName(one.GetString()) != kDecimalName) continue;
+    if (auto scale = DecimalScale(one.GetString())) out[f["field"].GetString()] = *scale;
+  }
+  return out;
+}
+
+// Copies a struct's JSON, writing the members named in `decimals` (base64 unscaled bytes, as
+// the value carries a Decimal) as the BigDecimal text Java holds: Struct.toString prints a
+// Decimal member as BigDecimal.toString(), not as its bytes.
+class DecimalMembersAsNumbers
+    : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, DecimalMembersAsNumbers> {
+ public:
+  explicit DecimalMembersAsNumbers(const std::map<std::string, int32_t>& decimals)
+      : decimals_(decimals), writer_(out_) {}
+
+  bool Null() { return Plain(), writer_.Null(); }
+  bool Bool(bool b) { return Plain(), writer_.Bool(b); }
+  bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
+    Plain();
+    return writer_.RawValue(s, n, rapidjson::kNumberType);
+  }
+  bool String(const char* s, rapidjson::SizeType n, bool) {
+    if (scale_) {
+      auto bytes = FromBase64(std::string_view(s, n));
+      const int32_t scale = *scale_;
+      scale_.reset();
+      if (bytes) {
+        const std::string text = JavaDecimalText(*bytes, scale);
+        return writer_.RawValue(text.data(), text.size(), rapidjson::kNumberType);
+      }
+    }
+    return writer_.String(s, n);
+  }
+  bool StartObject() { return Open(), writer_.StartObject(); }
+  bool Key(const char* s, rapidjson::SizeType n, bool) {
+    if (depth_ == 1) {
+      auto it = decimals_.find(std::string(s, n));
+      if (it != decimals_.end()) scale_ = it->second;
+    }
+    return writer_.Key(s, n);
+  }
+  bool EndObject(rapidjson::SizeType n) { return --depth_, writer_.EndObject(n); }
+  bool StartArray() { return Open(), writer_.StartArray(); }
+  bool EndArray(rapidjson::SizeType n) { return --depth_, writer_.EndArray(n); }
+
+  std::string text() const { return std::string(out_.GetString(), out_.GetSize()); }
+
+ private:
+  void Plain() { scale_.reset(); }
+  void Open() {
+    scale_.reset();
+    ++depth_;
+  }
+
+  const std::map<std::string, int32_t>& decimals_;
+  rapidjson::StringBuffer out_;
+  rapidjson::Writer<rapidjson::StringBuffer> writer_;
+  std::optional<int32_t> scale_;  // set between a Decimal member's key and its value
+  int depth_ = 0;
+};
+
+// A struct's JSON with its Decimal members as numbers, for Struct.toString.
+Result<std::string> WithDecimalText(const ConnectShape& shape, const std::string& json) {
+  const auto decimals = DecimalFields(shape.schema_json);
+  if (decimals.empty()) return json;
+  DecimalMembersAsNumbers handler(decimals);
+  rapidjson::Reader reader;
+  rapidjson::MemoryStream stream(json.data(), json.size());
+  constexpr unsigned kFlags =
+      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag;
+  if (!reader.Parse<kFlags>(stream, handler)) {
+    return Status::Internal("a structured value is not valid JSON");
+  }
+  return handler.text();
+}
+
 class NativeConverter final : public Converter {
  public:
   Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape&,
@@ -114,7 +232,13 @@ class StringConverter final : public Converter {
       case ConnectType::kFloat32:
       case ConnectType::kFloat64:
         return FloatingText(shape, *value, keep_number_text_);
-      case ConnectType::kStruct:
+      case ConnectType::kStruct: {
+        auto json = WithDecimalText(shape, *value);
+        if (!json.ok()) return json.status();
+        auto text = JavaObjectText(*json, false);
+        if (!text.ok()) return text.status();
+        return std::optional<std::string>(std::move(text).value());
+      }
       case ConnectType::kArray:
       case ConnectType::kMap: {
         auto text = JavaObjectText(*value, shape.type == ConnectType::kMap);

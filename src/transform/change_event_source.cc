@@ -262,6 +262,13 @@ void WriteChangeSourceBlock(JsonWriter& w, const SourceContext& ctx, const RowCh
   // Debezium reads the slot's xmin only with xmin.fetch.interval.ms set, which walrelay does not.
   w.Key("xmin");
   w.Null();
+  // Debezium 3.6 names the replication origin of a transaction applied by logical replication
+  // (pgoutput's Origin message); walrelay's decoder does not read that message, so both are
+  // null, as Debezium's are for every transaction written on this server itself.
+  w.Key("origin");
+  w.Null();
+  w.Key("origin_lsn");
+  w.Null();
   w.EndObject();
 }
 
@@ -349,7 +356,9 @@ constexpr char kSourceSchema[] =
     R"({"type":"string","optional":false,"field":"table"},)"
     R"({"type":"int64","optional":true,"field":"txId"},)"
     R"({"type":"int64","optional":true,"field":"lsn"},)"
-    R"({"type":"int64","optional":true,"field":"xmin"}],"optional":false,)"
+    R"({"type":"int64","optional":true,"field":"xmin"},)"
+    R"({"type":"string","optional":true,"field":"origin"},)"
+    R"({"type":"int64","optional":true,"field":"origin_lsn"}],"optional":false,)"
     R"("name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"})";
 
 constexpr char kTransactionSchema[] =

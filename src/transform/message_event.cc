@@ -53,7 +53,9 @@ class ContentColumns : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Co
     }
     return true;
   }
-  bool Null() { return Scalar(ValueKind::kNull, "text", {}); }
+  // Debezium infers an optional BYTES schema for a null member it keeps (JsonSchemaData with
+  // OPTIONAL_BYTES); a NULL "bytea" column has that schema.
+  bool Null() { return Scalar(ValueKind::kNull, "bytea", {}); }
   bool Bool(bool b) { return Scalar(ValueKind::kBool, "boolean", b ? "true" : "false"); }
   bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
     const std::string_view digits(s, n);

@@ -19,7 +19,8 @@
 //                        integers, "double precision" otherwise; the digits as written
 //     true/false      -> "boolean"
 //     object or array -> "json"   column holding the member's JSON text exactly as written
-//     null            -> left out (Debezium's default), or a NULL "text" column with
+//     null            -> left out (Debezium's default), or a NULL "bytea" column (Connect
+//                        schema optional bytes, as Debezium infers) with
 //                        `fields.null.include=true`
 //   A repeated member name keeps the last value, as Jackson does. Records that are not
 //   messages pass through unchanged. Content that is not a JSON object fails the record with

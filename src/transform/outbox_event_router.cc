@@ -5,6 +5,7 @@
 #include <rapidjson/reader.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "common/pg_time.h"
 #include "transform/change_event_source.h"
 #include "transform/java_regex.h"
+#include "transform/trace_context.h"
 
 namespace walrelay {
 namespace {
@@ -56,6 +58,8 @@ struct RouterConfig {
   bool keep_json_nulls = false;         // table.json.payload.null.behavior=optional_bytes
   bool keep_empty_json_arrays = false;  // table.json.payload.empty.array.behavior=optional_string
   NameAdjustment name_adjustment = NameAdjustment::kNone;
+  std::string trace_context_column;   // tracing.span.context.field
+  bool trace_only_with_context = true;  // tracing.with.context.field.only
 
   // Full key names, for record-level messages.
   std::string id_key, key_key, payload_key, timestamp_key, route_key, placement_key, missing_key,
@@ -190,13 +194,18 @@ Status RejectRemovedKeys(const Properties& props) {
   return Status::Ok();
 }
 
-// tracing.* keys configure OpenTelemetry spans, which walrelay does not emit; they are
-// accepted (and the boolean validated) so existing Debezium configs load unchanged.
-Status AcceptTracingKeys(const Properties& props) {
-  props.Has("tracing.span.context.field");
+// tracing.* keys: the trace context column and which rows carry trace headers
+// (trace_context.h). tracing.operation.name names Debezium's span, which walrelay does not
+// create, so it is only accepted. Other tracing.* keys are accepted as Debezium accepts them.
+Status ReadTracingKeys(const Properties& props, RouterConfig& config) {
+  config.trace_context_column =
+      props.GetString("tracing.span.context.field", "tracingspancontext");
   props.Has("tracing.operation.name");
-  auto only_with_context = props.GetBool("tracing.with.context.field.only", false);
+  // Debezium's EventRouter turns this on when the key is absent, although the key's own
+  // default is false: only rows that carry a context are traced unless it is set to false.
+  auto only_with_context = props.GetBool("tracing.with.context.field.only", true);
   if (!only_with_context.ok()) return only_with_context.status();
+  config.trace_only_with_context = only_with_context.value();
   const std::string prefix = props.FullKey("tracing.");
   for (auto it = props.values().lower_bound(prefix);
        it != props.values().end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it) {
@@ -260,7 +269,7 @@ Result<RouterConfig> ReadConfig(const Properties& props) {
                       : adjust.value() == "avro" ? NameAdjustment::kAvro
                                                  : NameAdjustment::kAvroUnicode;
 
-  WALRELAY_RETURN_IF_ERROR(AcceptTracingKeys(props));
+  WALRELAY_RETURN_IF_ERROR(ReadTracingKeys(props, c));
 
   c.id_key = props.FullKey("table.field.event.id");
   c.key_key = props.FullKey("table.field.event.key");
@@ -531,6 +540,246 @@ class ExpandedJsonWriter {
   JsonWriter& writer_;
 };
 
+// Debezium's schema inference for an expanded payload (JsonSchemaData.toConnectSchema, then
+// toConnectData): the Connect schema JsonConverter writes for it, or nothing where Debezium's
+// inference or conversion throws and it sends the payload unexpanded. Where Debezium merges the
+// schemas of an array's object elements it iterates a HashSet whose order changes from one
+// JVM run to the next; here they merge in the order the elements come.
+struct InferredSchema {
+  enum class Type { kString, kBoolean, kInt32, kInt64, kFloat64, kBytes, kArray, kStruct };
+  Type type = Type::kString;
+  bool optional = true;  // false only for merged array elements (SchemaUtil.copySchemaBasics)
+  std::optional<std::string> name;  // structs: the member path
+  std::vector<std::pair<std::string, InferredSchema>> fields;
+  std::vector<InferredSchema> items;  // arrays: the one element schema
+
+  bool operator==(const InferredSchema& o) const {
+    return type == o.type && optional == o.optional && name == o.name && fields == o.fields &&
+           items == o.items;
+  }
+
+  // As JsonConverter.asJsonSchema writes it; `field` names a struct member.
+  void Write(JsonWriter& w, const std::string* field = nullptr) const {
+    static constexpr const char* kNames[] = {"string", "boolean", "int32", "int64",
+                                             "double", "bytes",   "array", "struct"};
+    w.StartObject();
+    w.Key("type");
+    w.String(kNames[static_cast<int>(type)]);
+    if (type == Type::kStruct) {
+      w.Key("fields");
+      w.StartArray();
+      for (const auto& [member, schema] : fields) schema.Write(w, &member);
+      w.EndArray();
+    } else if (type == Type::kArray) {
+      w.Key("items");
+      items.front().Write(w);
+    }
+    w.Key("optional");
+    w.Bool(optional);
+    if (name) {
+      w.Key("name");
+      WriteJsonString(w, *name);
+    }
+    if (field != nullptr) {
+      w.Key("field");
+      WriteJsonString(w, *field);
+    }
+    w.EndObject();
+  }
+};
+
+class SchemaInference {
+ public:
+  explicit SchemaInference(const RouterConfig& config) : config_(config) {}
+
+  // The schema of the whole payload, named after the payload column, if Debezium has one.
+  std::optional<std::string> PayloadSchema(const JsonNode& root) {
+    // A top-level array gets a schema but no Struct to hold it: Debezium's conversion throws.
+    if (root.type != JsonNode::Type::kObject) return std::nullopt;
+    std::optional<InferredSchema> schema = Infer(config_.payload_column, root);
+    if (failed_ || !schema || !Fits(root, *schema)) return std::nullopt;
+    rapidjson::StringBuffer buffer;
+    JsonWriter writer(buffer);
+    schema->Write(writer);
+    return std::string(buffer.GetString(), buffer.GetSize());
+  }
+
+ private:
+  using Type = InferredSchema::Type;
+
+  // Jackson's node class for a number: IntNode, LongNode, BigIntegerNode (nullopt: Debezium
+  // types it FLOAT64 but converts it to a BigDecimal, which the schema refuses) or DoubleNode.
+  static std::optional<Type> NumberType(const std::string& digits) {
+    if (digits.find_first_of(".eE") != std::string::npos) return Type::kFloat64;
+    int32_t small = 0;
+    auto [end32, ec32] = std::from_chars(digits.data(), digits.data() + digits.size(), small);
+    if (ec32 == std::errc() && end32 == digits.data() + digits.size()) return Type::kInt32;
+    int64_t big = 0;
+    auto [end64, ec64] = std::from_chars(digits.data(), digits.data() + digits.size(), big);
+    if (ec64 == std::errc() && end64 == digits.data() + digits.size()) return Type::kInt64;
+    return std::nullopt;
+  }
+
+  // toConnectSchema: nullopt for a member Debezium leaves out (null, empty array); failed_
+  // set where it throws.
+  std::optional<InferredSchema> Infer(const std::optional<std::string>& key, const JsonNode& node) {
+    InferredSchema s;
+    switch (node.type) {
+      case JsonNode::Type::kString:
+        return s;
+      case JsonNode::Type::kTrue:
+      case JsonNode::Type::kFalse:
+        s.type = Type::kBoolean;
+        return s;
+      case JsonNode::Type::kNumber: {
+        auto type = NumberType(node.text);
+        if (!type) {
+          failed_ = true;
+          return std::nullopt;
+        }
+        s.type = *type;
+        return s;
+      }
+      case JsonNode::Type::kNull:
+        if (!config_.keep_json_nulls) return std::nullopt;
+        s.type = Type::kBytes;
+        return s;
+      case JsonNode::Type::kArray: {
+        if (node.elements.empty()) {
+          if (!config_.keep_empty_json_arrays) return std::nullopt;
+          s.type = Type::kArray;
+          s.items.emplace_back();
+          return s;
+        }
+        auto items = ElementSchema(key, node);
+        if (!items) {
+          failed_ = true;
+          return std::nullopt;
+        }
+        s.type = Type::kArray;
+        s.items.push_back(std::move(*items));
+        return s;
+      }
+      case JsonNode::Type::kObject: {
+        s.type = Type::kStruct;
+        s.name = key;
+        // Jackson keeps the last of repeated names at the first one's place.
+        std::unordered_map<std::string, const JsonNode*> last;
+        for (const auto& m : node.members) last[m.name] = &m.value;
+        std::unordered_set<std::string> seen;
+        for (const auto& m : node.members) {
+          if (!seen.insert(m.name).second) continue;
+          const std::string name = AdjustName(m.name, config_.name_adjustment);
+          const std::string path = key && !IsBlankText(*key) ? *key + "." + name : name;
+          auto field = Infer(path, *last[m.name]);
+          if (failed_) return std::nullopt;
+          bool present = false;
+          for (const auto& f : s.fields) present = present || f.first == name;
+          if (field && !present) s.fields.emplace_back(name, std::move(*field));
+        }
+        return s;
+      }
+    }
+    return std::nullopt;
+  }
+
+  // toConnectSchemaWithCycles: the element schema of a non-empty array, or nullopt where
+  // Debezium throws (elements of different JSON types or number classes, only nulls).
+  std::optional<InferredSchema> ElementSchema(const std::optional<std::string>& key,
+                                              const JsonNode& array) {
+    const JsonNode* sample = nullptr;
+    std::optional<Type> number;
+    for (const JsonNode& e : array.elements) {
+      if (e.type == JsonNode::Type::kNull) continue;
+      if (sample == nullptr) sample = &e;
+      const bool same_kind = e.type == sample->type ||
+                             (IsBool(e) && IsBool(*sample));
+      if (!same_kind) return std::nullopt;
+      if (e.type == JsonNode::Type::kNumber) {
+        auto type = NumberType(e.text);
+        if (!type || (number && *number != *type)) return std::nullopt;
+        number = type;
+      }
+    }
+    if (sample == nullptr) {
+      JsonNode null_node;
+      auto schema = Infer(std::nullopt, null_node);
+      return schema;
+    }
+    if (sample->type != JsonNode::Type::kObject) {
+      auto schema = Infer(std::nullopt, *sample);
+      if (failed_) return std::nullopt;
+      return schema;
+    }
+    std::optional<InferredSchema> merged;
+    std::vector<InferredSchema> distinct;  // Debezium's HashSet of element schemas
+    for (const JsonNode& e : array.elements) {
+      if (e.type != JsonNode::Type::kObject) continue;
+      auto schema = Infer(key, e);
+      if (failed_ || !schema) return std::nullopt;
+      if (std::find(distinct.begin(), distinct.end(), *schema) != distinct.end()) continue;
+      distinct.push_back(*schema);
+      if (!merged) {
+        merged = std::move(schema);
+        continue;
+      }
+      // A merged schema is built anew from the left one's basics, which leave out optional.
+      merged->optional = false;
+      // mergeSchema: the left's fields, then the right's new ones; a BYTES field (a null
+      // kept as optional bytes) gives way to a typed one.
+      for (auto& [name, field] : schema->fields) {
+        auto it = std::find_if(merged->fields.begin(), merged->fields.end(),
+                               [&](const auto& f) { return f.first == name; });
+        if (it == merged->fields.end()) {
+          merged->fields.emplace_back(name, std::move(field));
+        } else if (it->second.type == Type::kBytes && field.type != Type::kBytes) {
+          it->second = std::move(field);
+        }
+      }
+    }
+    return merged;
+  }
+
+  static bool IsBool(const JsonNode& n) {
+    return n.type == JsonNode::Type::kTrue || n.type == JsonNode::Type::kFalse;
+  }
+
+  // Whether Debezium's conversion of `node` under `schema` passes Connect's validation: every
+  // member the schema names holds a value of the schema's type (its other members are left
+  // out). Names are looked up as written, as Debezium does.
+  bool Fits(const JsonNode& node, const InferredSchema& schema) const {
+    switch (node.type) {
+      case JsonNode::Type::kNull:
+        return schema.optional;
+      case JsonNode::Type::kString:
+        return schema.type == Type::kString;
+      case JsonNode::Type::kTrue:
+      case JsonNode::Type::kFalse:
+        return schema.type == Type::kBoolean;
+      case JsonNode::Type::kNumber:
+        return NumberType(node.text) == schema.type;
+      case JsonNode::Type::kArray:
+        if (schema.type != Type::kArray) return false;
+        for (const JsonNode& e : node.elements)
+          if (!Fits(e, schema.items.front())) return false;
+        return true;
+      case JsonNode::Type::kObject:
+        if (schema.type != Type::kStruct) return false;
+        for (const auto& [name, field] : schema.fields) {
+          const JsonNode* value = nullptr;
+          for (const auto& m : node.members)
+            if (m.name == name) value = &m.value;
+          if (value != nullptr && !Fits(*value, field)) return false;
+        }
+        return true;
+    }
+    return false;
+  }
+
+  const RouterConfig& config_;
+  bool failed_ = false;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The transform
 
@@ -614,10 +863,17 @@ class OutboxEventRouter final : public Transform {
     return topic_cache_.emplace(route_value, topic ? std::move(*topic) : route_value).first->second;
   }
 
-  // The expanded payload as compact JSON, or nullopt (with Debezium's warning) when the
-  // payload is not a JSON object or array.
-  std::optional<std::string> ExpandPayload(const Record& record, const Column& payload,
-                                           const std::optional<std::string>& event_id) const {
+  // An expanded payload: compact JSON, and the Connect schema Debezium infers for it (none
+  // where Debezium cannot infer one and sends the payload unexpanded).
+  struct Expanded {
+    std::string json;
+    std::optional<std::string> schema;
+  };
+
+  // The expanded payload, or nullopt (with Debezium's warning) when the payload is not a JSON
+  // object or array.
+  std::optional<Expanded> ExpandPayload(const Record& record, const Column& payload,
+                                        const std::optional<std::string>& event_id) const {
     if (payload.is_null()) return std::nullopt;
     if (payload.kind != ValueKind::kString || IsBytea(payload)) {
       spdlog::warn(
@@ -643,7 +899,8 @@ class OutboxEventRouter final : public Transform {
         rapidjson::StringBuffer buffer;
         JsonWriter writer(buffer);
         ExpandedJsonWriter(config_, writer).Write(builder.root());
-        return std::string(buffer.GetString(), buffer.GetSize());
+        return Expanded{std::string(buffer.GetString(), buffer.GetSize()),
+                        SchemaInference(config_).PayloadSchema(builder.root())};
       }
       problem = builder.too_deep()
                     ? "it nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"
@@ -664,8 +921,13 @@ class OutboxEventRouter final : public Transform {
   // `payload`, each envelope placement's column schema under its alias, and the
   // `table.field.event.schema.version` column's value as its version. Like Debezium, the
   // name is taken from the first record of each version and kept.
+  //
+  // `payload_schema` is the inferred schema of an expanded payload, else the column's. Without
+  // a version Debezium caches the envelope schema by payload schema, so each inferred payload
+  // schema takes its name from the first record that has it.
   Result<std::string> EnvelopeSchema(
-      const Record& record, const RowChange& row, const Column& route, const Column& payload,
+      const Record& record, const RowChange& row, const Column& route,
+      const std::string& payload_schema,
       const std::vector<std::pair<const std::string*, const Column*>>& envelope,
       const std::optional<std::string>& event_id) {
     std::optional<std::string> version;
@@ -683,9 +945,16 @@ class OutboxEventRouter final : public Transform {
       }
       if (!column->is_null()) version = column->text;
     }
-    auto cached = envelope_schema_names_.find(version);
-    if (cached == envelope_schema_names_.end())
-      cached = envelope_schema_names_.emplace(version, record.topic + "." + route.text + ".Value").first;
+    const std::string cache_key = version ? "v" + *version : "s" + payload_schema;
+    auto cached = envelope_schema_names_.find(cache_key);
+    if (cached == envelope_schema_names_.end()) {
+      if (envelope_schema_names_.size() >= kTopicCacheLimit) envelope_schema_names_.clear();
+      // A decoded logical decoding message has no table: its row schema is unnamed, and
+      // Debezium names the envelope after the route value alone.
+      std::string name = row.table.empty() ? route.text
+                                           : record.topic + "." + route.text + ".Value";
+      cached = envelope_schema_names_.emplace(cache_key, std::move(name)).first;
+    }
     auto field = [](std::string schema, const std::string& name) {
       schema.pop_back();  // the closing brace: JsonConverter writes "field" last
       rapidjson::StringBuffer quoted;
@@ -693,7 +962,7 @@ class OutboxEventRouter final : public Transform {
       WriteJsonString(writer, name);
       return schema + ",\"field\":" + std::string(quoted.GetString(), quoted.GetSize()) + "}";
     };
-    std::string fields = field(ColumnSchemaJson(payload, modes_), "payload");
+    std::string fields = field(payload_schema, "payload");
     for (const auto& [alias, column] : envelope) fields += "," + field(ColumnSchemaJson(*column, modes_), *alias);
     rapidjson::StringBuffer name;
     JsonWriter writer(name);
@@ -760,10 +1029,39 @@ class OutboxEventRouter final : public Transform {
                       "'): " + parsed.status().message());
         }
         timestamp_ms = parsed.value();
+        // Kafka Connect's worker checks a record's timestamp before producing it
+        // (ConnectUtils.checkAndConvertTimestamp): -1, Kafka's "no timestamp", leaves it to
+        // the producer, which stamps the send time; anything below fails the record. A
+        // timestamp of 0 tells librdkafka to stamp the send time (docs/event-router.md).
+        if (timestamp_ms == -1) {
+          timestamp_ms = 0;
+        } else if (timestamp_ms < -1) {
+          return fail("timestamp column '" + name + "' ('" + config_.timestamp_key +
+                      "') holds '" + ts->text + "', " + std::to_string(timestamp_ms) +
+                      " ms from the Unix epoch; a Kafka record timestamp cannot be before "
+                      "1969-12-31 23:59:59.999 (Kafka Connect fails such a record too)");
+        }
       }
     }
 
     std::vector<Header> headers;
+    // Debezium injects the trace context into the record's headers before it adds "id".
+    const Column* trace = row.Find(config_.trace_context_column);
+    if (trace != nullptr && !trace->is_null() && !IsConnectString(*trace)) {
+      return fail("trace context column '" + config_.trace_context_column +
+                  "' ('tracing.span.context.field') has type '" + trace->type +
+                  "'; it must be a string type holding java.util.Properties text");
+    }
+    std::optional<std::string> parent;
+    if (trace != nullptr && !trace->is_null()) parent = trace->text;
+    if (parent || !config_.trace_only_with_context) {
+      TraceHeaders trace_headers = trace_continuer_.Continue(parent);
+      const ConnectShape text{ConnectType::kString, R"({"type":"string","optional":false})"};
+      headers.push_back(Header{"traceparent", std::move(trace_headers.traceparent), text});
+      if (trace_headers.tracestate) {
+        headers.push_back(Header{"tracestate", std::move(*trace_headers.tracestate), text});
+      }
+    }
     headers.push_back(Header{"id", std::move(id_value->bytes), std::move(id_value->shape)});
     std::vector<std::pair<const std::string*, const Column*>> envelope;
     int32_t partition = kAnyPartition;
@@ -815,14 +1113,24 @@ class OutboxEventRouter final : public Transform {
         payload->is_null() ||
         (payload->kind == ValueKind::kString &&
          (IsBytea(*payload) ? payload->text.empty() : IsBlankText(payload->text)));
+    if (config_.tombstone_on_empty && empty_payload && config_.envelope_mode) {
+      // Debezium builds (and caches, naming it after this record's route value) the envelope
+      // schema before it decides on a tombstone.
+      auto schema = EnvelopeSchema(record, row, *route, ColumnSchemaJson(*payload, modes_),
+                                   envelope, event_id);
+      if (!schema.ok()) return schema.status();
+    }
     if (!(config_.tombstone_on_empty && empty_payload)) {
-      std::optional<std::string> expanded;
+      std::optional<Expanded> expanded;
       if (config_.expand_json) expanded = ExpandPayload(record, *payload, event_id);
       if (!config_.envelope_mode) {
         if (expanded) {
-          // No schema is inferred for an expanded document (docs/event-router.md).
-          value_shape.type = (*expanded)[0] == '[' ? ConnectType::kArray : ConnectType::kStruct;
-          value = std::move(expanded);
+          // A document Debezium infers no schema for is still expanded, with a null schema
+          // (docs/event-router.md).
+          value_shape.type =
+              expanded->json[0] == '[' ? ConnectType::kArray : ConnectType::kStruct;
+          if (expanded->schema) value_shape.schema_json = std::move(*expanded->schema);
+          value = std::move(expanded->json);
         } else {
           auto payload_value = value_of(*payload);
           if (!payload_value.ok()) return payload_value.status();
@@ -830,7 +1138,12 @@ class OutboxEventRouter final : public Transform {
           value_shape = std::move(payload_value->shape);
         }
       } else {
-        auto schema = EnvelopeSchema(record, row, *route, *payload, envelope, event_id);
+        // Inside an envelope the payload's schema is a member of the envelope's: a document
+        // Debezium infers none for stays unexpanded, as Debezium sends it.
+        if (expanded && !expanded->schema) expanded.reset();
+        const std::string payload_schema =
+            expanded ? *expanded->schema : ColumnSchemaJson(*payload, modes_);
+        auto schema = EnvelopeSchema(record, row, *route, payload_schema, envelope, event_id);
         if (!schema.ok()) return schema.status();
         value_shape.schema_json = std::move(schema).value();
         rapidjson::StringBuffer buffer;
@@ -838,7 +1151,7 @@ class OutboxEventRouter final : public Transform {
         writer.StartObject();
         writer.Key("payload");
         if (expanded) {
-          writer.RawValue(expanded->data(), expanded->size(), rapidjson::kObjectType);
+          writer.RawValue(expanded->json.data(), expanded->json.size(), rapidjson::kObjectType);
         } else {
           WriteColumnJson(*payload, modes_, writer);
         }
@@ -868,7 +1181,9 @@ class OutboxEventRouter final : public Transform {
   const TopicRegex topic_regex_;
   const ColumnModes modes_;
   std::unordered_map<std::string, std::string> topic_cache_;
-  std::map<std::optional<std::string>, std::string> envelope_schema_names_;  // by version
+  TraceContinuer trace_continuer_;
+  // Envelope schema names: by "v" + version, else by "s" + payload schema.
+  std::unordered_map<std::string, std::string> envelope_schema_names_;
 };
 
 }  // namespace

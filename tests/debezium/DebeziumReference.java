@@ -19,6 +19,10 @@
 // Each output line: {"case", "topic", "partition" (null: the producer's partitioner decides),
 // "timestamp" (null: the producer stamps the send time), "key", "value" (base64 or null),
 // "headers": [[name, base64 or null], ...]}. A case that fails writes {"case", "error"}.
+// Headers and timestamps are what Kafka Connect's worker would hand its producer, not the
+// embedded engine's: the worker converts every header of the SourceRecord, a null one too
+// (the 3.6 engine leaves those out), and checks the timestamp (ConnectUtils
+// .checkAndConvertTimestamp: -1 becomes the send time, below -1 fails the task).
 // Offsets are kept in memory: a case never resumes from another.
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -29,7 +33,6 @@ import io.debezium.embedded.ClientProvided;
 import io.debezium.embedded.EmbeddedEngineChangeEvent;
 import io.debezium.engine.ChangeEvent;
 import io.debezium.engine.DebeziumEngine;
-import io.debezium.engine.Header;
 import java.io.File;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
@@ -50,6 +53,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import org.apache.kafka.connect.source.SourceRecord;
+import org.apache.kafka.connect.storage.HeaderConverter;
 
 public class DebeziumReference {
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -208,27 +212,56 @@ public class DebeziumReference {
         executor.awaitTermination(30, TimeUnit.SECONDS);
         if (!template.isEmpty()) dropSlot(db, slot);
       }
+      HeaderConverter headers = headerConverter(config);
       synchronized (records) {
-        for (ChangeEvent<Object, Object> r : records) out.add(JSON.writeValueAsString(line(name, r)));
+        for (ChangeEvent<Object, Object> r : records) {
+          out.add(JSON.writeValueAsString(line(name, r, headers)));
+        }
       }
     }
   }
 
-  static ObjectNode line(String name, ChangeEvent<Object, Object> r) {
+  // The header converter as Connect's worker makes it: the class named by header.converter,
+  // configured with the header.converter.* keys and converter.type=header.
+  static HeaderConverter headerConverter(JsonNode config) throws Exception {
+    String type = config.path("header.converter")
+        .asText("org.apache.kafka.connect.storage.SimpleHeaderConverter");
+    HeaderConverter converter =
+        (HeaderConverter) Class.forName(type).getDeclaredConstructor().newInstance();
+    Map<String, Object> settings = new java.util.HashMap<>();
+    for (Iterator<Map.Entry<String, JsonNode>> it = config.fields(); it.hasNext(); ) {
+      Map.Entry<String, JsonNode> e = it.next();
+      if (e.getKey().startsWith("header.converter.")) {
+        settings.put(e.getKey().substring("header.converter.".length()), e.getValue().asText());
+      }
+    }
+    settings.put("converter.type", "header");
+    converter.configure(settings);
+    return converter;
+  }
+
+  static ObjectNode line(String name, ChangeEvent<Object, Object> r, HeaderConverter converter) {
     SourceRecord source = ((EmbeddedEngineChangeEvent<?, ?, ?>) r).sourceRecord();
     ObjectNode line = JSON.createObjectNode();
     line.put("case", name);
     line.put("topic", r.destination());
     if (source.kafkaPartition() == null) line.putNull("partition"); else line.put("partition", source.kafkaPartition());
-    if (source.timestamp() == null) line.putNull("timestamp"); else line.put("timestamp", source.timestamp());
+    Long timestamp = source.timestamp();
+    if (timestamp != null && timestamp < 0) {
+      if (timestamp != -1L) {
+        throw new IllegalArgumentException("Invalid record timestamp " + timestamp);
+      }
+      timestamp = null;
+    }
+    if (timestamp == null) line.putNull("timestamp"); else line.put("timestamp", timestamp);
     putBytes(line, "key", (byte[]) r.key());
     putBytes(line, "value", (byte[]) r.value());
     ArrayNode headers = line.putArray("headers");
-    List<Header<Object>> hs = r.headers();
-    for (Header<Object> h : hs) {
+    for (org.apache.kafka.connect.header.Header h : source.headers()) {
       ArrayNode pair = headers.addArray();
-      pair.add(h.getKey());
-      if (h.getValue() == null) pair.addNull(); else pair.add(Base64.getEncoder().encodeToString((byte[]) h.getValue()));
+      pair.add(h.key());
+      byte[] bytes = converter.fromConnectHeader(r.destination(), h.key(), h.schema(), h.value());
+      if (bytes == null) pair.addNull(); else pair.add(Base64.getEncoder().encodeToString(bytes));
     }
     return line;
   }

@@ -129,15 +129,18 @@ TEST_CASE("change event: insert envelope with typed column values") {
   CHECK(std::string(source["table"].GetString()) == "orders");
   CHECK(source["txId"].GetUint() == 771u);
   CHECK(source["lsn"].GetUint64() == row.lsn.value());
-  // Debezium 3.2's other source members: no commit seen before this change on the stream.
+  // Debezium's other source members: no commit seen before this change on the stream.
   CHECK(std::string(source["sequence"].GetString()) ==
         "[null,\"" + std::to_string(row.lsn.value()) + "\"]");
   CHECK(source["ts_us"].GetInt64() == kCommitMs * 1000 + 456);
   CHECK(source["ts_ns"].GetInt64() == (kCommitMs * 1000 + 456) * 1000);
   CHECK(source["xmin"].IsNull());
+  // Debezium 3.6's replication origin: none for a transaction written on this server.
+  CHECK(source["origin"].IsNull());
+  CHECK(source["origin_lsn"].IsNull());
   CHECK(json.find(R"("db":"shop","sequence":)") != std::string::npos);
-  CHECK(json.find(R"("lsn":)" + std::to_string(row.lsn.value()) + R"(,"xmin":null})") !=
-        std::string::npos);
+  CHECK(json.find(R"("lsn":)" + std::to_string(row.lsn.value()) +
+                  R"(,"xmin":null,"origin":null,"origin_lsn":null})") != std::string::npos);
   CHECK(doc["transaction"].IsNull());
 
   CHECK(std::string(doc["op"].GetString()) == "c");

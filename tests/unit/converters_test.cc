@@ -99,6 +99,20 @@ TEST_CASE("StringConverter: toString of the Connect value") {
   CHECK(*Convert(*c, kStruct, R"({"payload":{"a":[1,"x"],"n":null},"type":"T"})") ==
         "Struct{payload=Struct{a=[1, x]},type=T}");
   CHECK(!Convert(*c, kString, std::nullopt));
+  // A Decimal member (decimal.handling.mode=precise, an envelope placement of a numeric
+  // column) is the BigDecimal Java holds, not its bytes: "ALxhRg==" is 12345670 unscaled.
+  const ConnectShape envelope{
+      ConnectType::kStruct,
+      R"({"type":"struct","fields":[{"type":"string","optional":true,"field":"payload"},)"
+      R"({"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal",)"
+      R"("version":1,"parameters":{"scale":"3","connect.decimal.precision":"12"},)"
+      R"("field":"amount"},{"type":"string","optional":true,"field":"note"}],)"
+      R"("optional":false,"name":"x.Value"})"};
+  CHECK(*Convert(*c, envelope, R"({"payload":"ALxhRg==","amount":"ALxhRg==","note":"n"})") ==
+        "Struct{payload=ALxhRg==,amount=12345.670,note=n}");
+  CHECK(*Convert(*c, envelope, R"({"payload":"p","amount":"/w==","note":null})") ==
+        "Struct{payload=p,amount=-0.001}");
+  CHECK(*Convert(*c, envelope, R"({"payload":"p","amount":null})") == "Struct{payload=p}");
   CHECK_FALSE(MakeConverter(kStringConverterClass, "value.converter",
                             Properties(Keys{{"value.converter.converter.encoding", "UTF-16"}})
                                 .Scoped("value.converter."))

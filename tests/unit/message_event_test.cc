@@ -10,6 +10,7 @@
 
 #include "transform/chain.h"
 #include "transform/change_event_source.h"
+#include "transform/connect_column.h"
 
 namespace walrelay {
 namespace {
@@ -153,6 +154,10 @@ TEST_CASE("decoded message content: members become typed columns in order") {
   REQUIRE(DecodeMessageContent(message, kXid, kCommitMs, true, with_nulls).ok());
   REQUIRE(with_nulls.Find("n") != nullptr);
   CHECK(with_nulls.Find("n")->is_null());
+  // Typed bytes, as Debezium's inferred schema for a kept null member is.
+  CHECK(with_nulls.Find("n")->type == "bytea");
+  CHECK(ColumnSchemaJson(*with_nulls.Find("n"), ColumnModes{}) ==
+        R"({"type":"bytes","optional":true})");
 }
 
 TEST_CASE("content that is not a JSON object is an error naming the prefix and LSN, not the content") {

@@ -412,6 +412,71 @@ TEST_CASE("router: JSON expansion re-serialises compactly with null/empty-array 
   }
 }
 
+TEST_CASE("router: an expanded payload carries the Connect schema Debezium infers") {
+  RowChange row = OutboxRow();
+  auto router = MakeRouter({{"table.expand.json.payload", "true"}});
+  auto schema_of = [&](Transform& t) { return Routed(t, row).value_shape.schema_json; };
+  SUBCASE("types, member paths as struct names, nulls and empty arrays left out") {
+    Set(row, Text("payload",
+                  R"({"s": "x", "i": 1, "l": 3000000000, "d": 1.5, "b": true, "n": null,)"
+                  R"( "e": [], "o": {"k": [1, 2]}})",
+                  "jsonb"));
+    CHECK(schema_of(*router) ==
+          R"({"type":"struct","fields":[{"type":"string","optional":true,"field":"s"},)"
+          R"({"type":"int32","optional":true,"field":"i"},)"
+          R"({"type":"int64","optional":true,"field":"l"},)"
+          R"({"type":"double","optional":true,"field":"d"},)"
+          R"({"type":"boolean","optional":true,"field":"b"},)"
+          R"({"type":"struct","fields":[{"type":"array","items":{"type":"int32","optional":true},)"
+          R"("optional":true,"field":"k"}],"optional":true,"name":"payload.o","field":"o"}],)"
+          R"("optional":true,"name":"payload"})");
+  }
+  SUBCASE("object elements merge their members in the order they come") {
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"y": "z"}, {"x": 2, "w": null}]})", "jsonb"));
+    CHECK(schema_of(*router) ==
+          R"({"type":"struct","fields":[{"type":"array","items":{"type":"struct","fields":[)"
+          R"({"type":"int32","optional":true,"field":"x"},)"
+          R"({"type":"string","optional":true,"field":"y"}],"optional":false,"name":"payload.a"},)"
+          R"("optional":true,"field":"a"}],"optional":true,"name":"payload"})");
+    // The elements stay as they are (docs/event-router.md).
+    CHECK(Routed(*router, row).value ==
+          std::optional<std::string>(R"({"a":[{"x":1},{"y":"z"},{"x":2}]})"));
+    // Equal element schemas are not merged: the element schema stays optional.
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"x": 2}, null]})", "jsonb"));
+    CHECK(Contains(schema_of(*router), R"("optional":true,"name":"payload.a")"));
+    // A null element of a merged (required) element schema fails Connect's validation.
+    Set(row, Text("payload", R"({"a": [{"x": 1}, {"y": "z"}, null]})", "jsonb"));
+    CHECK(schema_of(*router).empty());
+  }
+  SUBCASE("documents Debezium cannot give a schema: expanded, schema null") {
+    for (const char* text : {R"({"a": [1, "x"]})", R"({"a": [1, 3000000000]})",
+                             R"({"a": [null, null]})", R"({"a": 123456789012345678901234567890})",
+                             R"({"a": [{"x": 1}, {"x": "s"}]})", R"([1, 2])"}) {
+      CAPTURE(text);
+      Set(row, Text("payload", text, "jsonb"));
+      const Record r = Routed(*router, row);
+      CHECK(r.value_shape.schema_json.empty());
+      CHECK(r.value.has_value());
+      CHECK((*r.value)[0] != '"');
+    }
+  }
+  SUBCASE("in an envelope: the inferred schema is the payload member's, else unexpanded") {
+    auto envelope = MakeRouter({{"table.fields.additional.placement", "type:envelope"},
+                                {"table.expand.json.payload", "true"}});
+    Set(row, Text("payload", R"({"a": 1})", "jsonb"));
+    Record r = Routed(*envelope, row);
+    CHECK(r.value == std::optional<std::string>(R"({"payload":{"a":1},"type":"OrderCreated"})"));
+    CHECK(Contains(r.value_shape.schema_json,
+                   R"("fields":[{"type":"struct","fields":[{"type":"int32","optional":true,)"
+                   R"("field":"a"}],"optional":true,"name":"payload","field":"payload"},)"));
+    Set(row, Text("payload", R"({"a": [1, "x"]})", "jsonb"));
+    r = Routed(*envelope, row);
+    CHECK(r.value ==
+          std::optional<std::string>(R"({"payload":"{\"a\": [1, \"x\"]}","type":"OrderCreated"})"));
+    CHECK(Contains(r.value_shape.schema_json, R"("name":"io.debezium.data.Json")"));
+  }
+}
+
 TEST_CASE("router: field.name.adjustment.mode renames expanded members") {
   RowChange row = OutboxRow();
   Set(row, Text("payload", R"({"test$": 1, "1a": 2, "ok_1": 3, "n": {"x-y": 4}})", "jsonb"));
@@ -510,6 +575,46 @@ TEST_CASE("router: header placements follow the id header in config order") {
   CHECK_FALSE(null_id.headers[0].value.has_value());
 }
 
+TEST_CASE("router: trace context headers come before id, as Debezium injects them") {
+  RowChange row = OutboxRow();
+  const std::string trace = "0af7651916cd43dd8448eb211c80319c";
+  auto router = MakeRouter({});
+  SUBCASE("a row without the context column, or NULL: no trace headers by default") {
+    CHECK(Routed(*router, row).headers.size() == 1);
+    Set(row, Null("tracingspancontext", "text"));
+    CHECK(Routed(*router, row).headers.size() == 1);
+  }
+  SUBCASE("a context: traceparent (and tracestate) of a child span") {
+    Set(row, Text("tracingspancontext",
+                  "#Mon Jan 01 00:00:00 UTC 2024\ntraceparent=00-" + trace +
+                      "-b7ad6b7169203331-01\ntracestate=k=v\n",
+                  "text"));
+    const Record r = Routed(*router, row);
+    REQUIRE(r.headers.size() == 3);
+    CHECK(r.headers[0].key == "traceparent");
+    CHECK(r.headers[0].value->substr(0, 36) == "00-" + trace + "-");
+    CHECK(r.headers[0].shape.schema_json == R"({"type":"string","optional":false})");
+    CHECK(r.headers[1].key == "tracestate");
+    CHECK(r.headers[1].value == std::optional<std::string>("k=v"));
+    CHECK(r.headers[2].key == "id");
+  }
+  SUBCASE("another column, and every row traced with tracing.with.context.field.only=false") {
+    auto all = MakeRouter({{"tracing.span.context.field", "ctx"},
+                           {"tracing.with.context.field.only", "false"},
+                           {"tracing.operation.name", "relay"}});
+    const Record r = Routed(*all, row);
+    REQUIRE(r.headers.size() == 2);
+    CHECK(r.headers[0].key == "traceparent");
+    CHECK(r.headers[0].value->substr(3, 32) != trace);
+    Set(row, Text("ctx", "traceparent=00-" + trace + "-b7ad6b7169203331-00", "varchar"));
+    CHECK(Routed(*all, row).headers[0].value->substr(3, 32) == trace);
+  }
+  SUBCASE("a context column that is not text fails the record, naming it") {
+    Set(row, Int("tracingspancontext", "5"));
+    CheckRecordError(RouteError(*router, row), "tracingspancontext");
+  }
+}
+
 TEST_CASE("router: partition placement takes integer columns only") {
   auto router = MakeRouter({{"table.fields.additional.placement", "part:partition:ignored"}});
   RowChange row = OutboxRow();
@@ -550,6 +655,22 @@ TEST_CASE("router: table.field.event.timestamp") {
   SUBCASE("NULL falls back to the commit time") {
     Set(row, Null("created_at", "timestamp without time zone"));
     CHECK(Routed(*router, row).timestamp_ms == kCommitMs);
+  }
+  SUBCASE("at and before the epoch: what Kafka Connect's worker sends") {
+    // 0 stays 0 (librdkafka then stamps the send time; Connect writes CreateTime 0).
+    Set(row, Text("created_at", "1970-01-01 00:00:00", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    // -1 is Kafka's "no timestamp": the producer stamps the send time, as for Connect.
+    Set(row, Text("created_at", "1969-12-31 23:59:59.999", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    // Earlier: Connect fails the record, and so does walrelay, naming column and value.
+    Set(row, Text("created_at", "1969-12-31 23:59:59.998", "timestamp without time zone"));
+    Status st = RouteError(*router, row);
+    CheckRecordError(st, "'created_at'");
+    CHECK(Contains(st.message(), "1969-12-31 23:59:59.998"));
+    CHECK(Contains(st.message(), "-2 ms"));
+    Set(row, Text("created_at", "1900-01-01 00:00:00", "timestamp without time zone"));
+    CheckRecordError(RouteError(*router, row), "1900-01-01");
   }
   SUBCASE("other types are refused, naming column and type") {
     for (const Column& c :

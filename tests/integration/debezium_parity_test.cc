@@ -779,6 +779,12 @@ class Harness {
     REQUIRE(reader.ok());
     auto topics = (*reader)->ListTopics();
     REQUIRE(topics.ok());
+    // walrelay's source position (offsets.storage.topic, default walrelay-offsets-<name>) is
+    // its own bookkeeping, as Connect's offsets topic is the worker's: not a record of the
+    // connector's to compare.
+    std::erase_if(*topics, [](const std::string& topic) {
+      return topic.rfind("walrelay-offsets-", 0) == 0;
+    });
     std::vector<ConsumedRecord> consumed;
     if (!topics->empty()) {
       REQUIRE((*reader)->Assign(*topics).ok());

@@ -545,48 +545,64 @@ class ExpandedJsonWriter {
 // inference or conversion throws and it sends the payload unexpanded. Where Debezium merges the
 // schemas of an array's object elements it iterates a HashSet whose order changes from one
 // JVM run to the next; here they merge in the order the elements come.
+struct InferredField;
+
 struct InferredSchema {
   enum class Type { kString, kBoolean, kInt32, kInt64, kFloat64, kBytes, kArray, kStruct };
   Type type = Type::kString;
   bool optional = true;  // false only for merged array elements (SchemaUtil.copySchemaBasics)
   std::optional<std::string> name;  // structs: the member path
-  std::vector<std::pair<std::string, InferredSchema>> fields;
+  std::vector<InferredField> fields;  // structs: the members, in order
   std::vector<InferredSchema> items;  // arrays: the one element schema
 
-  bool operator==(const InferredSchema& o) const {
-    return type == o.type && optional == o.optional && name == o.name && fields == o.fields &&
-           items == o.items;
-  }
-
+  // Defined below InferredField, which needs this struct complete.
+  bool operator==(const InferredSchema& o) const;
   // As JsonConverter.asJsonSchema writes it; `field` names a struct member.
-  void Write(JsonWriter& w, const std::string* field = nullptr) const {
-    static constexpr const char* kNames[] = {"string", "boolean", "int32", "int64",
-                                             "double", "bytes",   "array", "struct"};
-    w.StartObject();
-    w.Key("type");
-    w.String(kNames[static_cast<int>(type)]);
-    if (type == Type::kStruct) {
-      w.Key("fields");
-      w.StartArray();
-      for (const auto& [member, schema] : fields) schema.Write(w, &member);
-      w.EndArray();
-    } else if (type == Type::kArray) {
-      w.Key("items");
-      items.front().Write(w);
-    }
-    w.Key("optional");
-    w.Bool(optional);
-    if (name) {
-      w.Key("name");
-      WriteJsonString(w, *name);
-    }
-    if (field != nullptr) {
-      w.Key("field");
-      WriteJsonString(w, *field);
-    }
-    w.EndObject();
-  }
+  void Write(JsonWriter& w, const std::string* field = nullptr) const;
 };
+
+// A struct member: its name and schema (a pair of its own, as std::pair would need the schema
+// complete where InferredSchema declares its members).
+struct InferredField {
+  InferredField(std::string member, InferredSchema member_schema)
+      : first(std::move(member)), second(std::move(member_schema)) {}
+  std::string first;
+  InferredSchema second;
+  bool operator==(const InferredField& o) const = default;
+};
+
+bool InferredSchema::operator==(const InferredSchema& o) const {
+  return type == o.type && optional == o.optional && name == o.name && fields == o.fields &&
+         items == o.items;
+}
+
+void InferredSchema::Write(JsonWriter& w, const std::string* field) const {
+  static constexpr const char* kNames[] = {"string", "boolean", "int32", "int64",
+                                           "double", "bytes",   "array", "struct"};
+  w.StartObject();
+  w.Key("type");
+  w.String(kNames[static_cast<int>(type)]);
+  if (type == Type::kStruct) {
+    w.Key("fields");
+    w.StartArray();
+    for (const auto& member : fields) member.second.Write(w, &member.first);
+    w.EndArray();
+  } else if (type == Type::kArray) {
+    w.Key("items");
+    items.front().Write(w);
+  }
+  w.Key("optional");
+  w.Bool(optional);
+  if (name) {
+    w.Key("name");
+    WriteJsonString(w, *name);
+  }
+  if (field != nullptr) {
+    w.Key("field");
+    WriteJsonString(w, *field);
+  }
+  w.EndObject();
+}
 
 class SchemaInference {
  public:
@@ -727,7 +743,9 @@ class SchemaInference {
       merged->optional = false;
       // mergeSchema: the left's fields, then the right's new ones; a BYTES field (a null
       // kept as optional bytes) gives way to a typed one.
-      for (auto& [name, field] : schema->fields) {
+      for (auto& entry : schema->fields) {
+        const std::string& name = entry.first;
+        InferredSchema& field = entry.second;
         auto it = std::find_if(merged->fields.begin(), merged->fields.end(),
                                [&](const auto& f) { return f.first == name; });
         if (it == merged->fields.end()) {

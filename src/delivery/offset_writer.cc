@@ -7,7 +7,7 @@ namespace walrelay {
 
 Result<std::unique_ptr<OffsetWriter>> OffsetWriter::Create(
     const std::map<std::string, std::string>& kafka_properties, const OffsetStore& store,
-    std::chrono::milliseconds interval) {
+    std::chrono::milliseconds interval, const std::set<std::string>& hidden_value_keys) {
   std::map<std::string, std::string> properties = kafka_properties;
   // Its own plain producer: the relay's may be transactional, and a position record must not
   // wait for the data records' delivery reports or share their queue.
@@ -21,7 +21,8 @@ Result<std::unique_ptr<OffsetWriter>> OffsetWriter::Create(
   properties.erase("batch.size");
   std::unique_ptr<OffsetWriter> writer(new OffsetWriter(store, interval));
   auto producer = KafkaProducer::Create(
-      properties, [w = writer.get()](const DeliveryReport& report) { w->OnReport(report); });
+      properties, [w = writer.get()](const DeliveryReport& report) { w->OnReport(report); }, {},
+      hidden_value_keys);
   if (!producer.ok()) return producer.status().WithContext("the offsets topic's producer");
   writer->producer_ = std::move(producer).value();
   return writer;

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "common/lsn.h"
@@ -44,7 +45,7 @@ class OffsetWriter {
   // librdkafka client properties.
   static Result<std::unique_ptr<OffsetWriter>> Create(
       const std::map<std::string, std::string>& kafka_properties, const OffsetStore& store,
-      std::chrono::milliseconds interval);
+      std::chrono::milliseconds interval, const std::set<std::string>& hidden_value_keys = {});
   ~OffsetWriter();
   OffsetWriter(const OffsetWriter&) = delete;
   OffsetWriter& operator=(const OffsetWriter&) = delete;

@@ -8,7 +8,8 @@ Result<std::unique_ptr<AtLeastOnce>> AtLeastOnce::Create(const RelaySettings& se
                                                          RelayCounters& counters) {
   std::unique_ptr<AtLeastOnce> guarantee(new AtLeastOnce(settings, counters));
   auto writer = OffsetWriter::Create(settings.kafka, guarantee->store_,
-                                     settings.offsets.flush_interval);
+                                     settings.offsets.flush_interval,
+                                     settings.ProvidedKafkaKeys());
   if (!writer.ok()) return writer.status();
   guarantee->writer_ = std::move(writer).value();
   return guarantee;

@@ -90,7 +90,9 @@ int DemoCommand(int events, bool real_broker) {
 
   Say("starting the relay");
   boost::asio::io_context io(1);
-  Relay relay(std::move(settings).value(), io);
+  auto built = Relay::Create(std::move(settings).value(), io);
+  if (!built.ok()) return Fail(built.status());
+  Relay& relay = **built;
   Status relay_status;
   std::thread relay_thread([&] { relay_status = relay.Run(); });
   auto stop_relay = [&] {

@@ -81,12 +81,16 @@ class StopSignalWatcher {
 
   // Blocks the signals in this thread before any other thread starts, so that every thread
   // inherits the mask and only sigtimedwait() below receives them.
-  StopSignalWatcher(Relay& relay, std::chrono::milliseconds shutdown_timeout)
-      : relay_(relay), shutdown_timeout_(shutdown_timeout) {
+  // A signal that arrives before Watch() stays pending until then.
+  explicit StopSignalWatcher(std::chrono::milliseconds shutdown_timeout)
+      : shutdown_timeout_(shutdown_timeout) {
     sigemptyset(&signals_);
     sigaddset(&signals_, SIGINT);
     sigaddset(&signals_, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+  }
+  void Watch(Relay& relay) {
+    relay_ = &relay;
     thread_ = std::thread([this] { Watch(); });
   }
   ~StopSignalWatcher() { Finish(); }
@@ -116,24 +120,24 @@ class StopSignalWatcher {
     spdlog::info("received {}; stopping within shutdown.timeout.ms={} (a second SIGTERM or "
                  "SIGINT exits at once)",
                  SignalName(first), shutdown_timeout_.count());
-    relay_.RequestStop();
+    relay_->RequestStop();
     const int second = WaitForSignal(std::chrono::steady_clock::now() + shutdown_timeout_ + kGrace);
     if (finished_) return;
     if (second != 0) {
       spdlog::warn("received {} again: exiting at once without waiting for Kafka or confirming "
                    "anything more; slot '{}' stays confirmed at LSN {}",
-                   SignalName(second), relay_.settings().slot_name,
-                   relay_.confirmed_lsn().ToString());
+                   SignalName(second), relay_->settings().slot_name,
+                   relay_->confirmed_lsn().ToString());
       ExitAtOnce(128 + second);
     }
     spdlog::error("the stop did not finish within shutdown.timeout.ms={} plus {} s; exiting "
                   "without confirming anything more; slot '{}' stays confirmed at LSN {}",
-                  shutdown_timeout_.count(), kGrace.count(), relay_.settings().slot_name,
-                  relay_.confirmed_lsn().ToString());
+                  shutdown_timeout_.count(), kGrace.count(), relay_->settings().slot_name,
+                  relay_->confirmed_lsn().ToString());
     ExitAtOnce(128 + first);
   }
 
-  Relay& relay_;
+  Relay* relay_ = nullptr;
   const std::chrono::milliseconds shutdown_timeout_;
   sigset_t signals_;
   std::atomic<bool> finished_{false};
@@ -162,8 +166,15 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
     return ExitCodeFor(st);
   }
   boost::asio::io_context io(1);
-  Relay relay(std::move(settings).value(), io);
-  StopSignalWatcher watcher(relay, std::chrono::milliseconds(relay.settings().shutdown_timeout_ms));
+  // Before Create: the threads librdkafka starts inherit the blocked signals.
+  StopSignalWatcher watcher(std::chrono::milliseconds(settings->shutdown_timeout_ms));
+  auto built = Relay::Create(std::move(settings).value(), io);
+  if (!built.ok()) {
+    spdlog::error("{}", built.status().ToString());
+    return ExitCodeFor(built.status());
+  }
+  Relay& relay = **built;
+  watcher.Watch(relay);
   // The REST API shares the relay's loop, so its handlers read relay state without locks.
   std::unique_ptr<RestApi> api;
   auto server = HttpServer::Start(io, relay.settings().listener,

@@ -7,7 +7,7 @@
 #include "cli/commands.h"
 #include "config/connector_config.h"
 #include "config/relay_settings.h"
-#include "kafka/producer.h"
+#include "delivery/producer.h"
 #include "pg/preflight.h"
 #include "pg/publication.h"
 #include "transform/chain.h"

@@ -15,7 +15,7 @@
 
 #include "common/regex_limits.h"
 #include "convert/converters.h"
-#include "kafka/topic_name.h"
+#include "delivery/topic_name.h"
 #include "transform/connect_column.h"
 
 namespace walrelay {
@@ -663,7 +663,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     }
   }
   if (s.exactly_once.enabled()) {
-    // A transactional producer (relay/exactly_once.h). librdkafka refuses a message timeout
+    // A transactional producer (delivery/exactly_once.h). librdkafka refuses a message timeout
     // longer than the transaction timeout, and "forever" (0) among them: a record not delivered
     // within the transaction's time aborts it, and the relay replays it in a new one.
     s.kafka["transactional.id"] = s.exactly_once.transactional_id;

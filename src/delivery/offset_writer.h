@@ -30,7 +30,7 @@
 #include "common/status.h"
 #include "delivery/offset_store.h"
 #include "delivery/source_offsets.h"
-#include "kafka/producer.h"
+#include "delivery/producer.h"
 
 namespace walrelay {
 

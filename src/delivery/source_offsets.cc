@@ -6,6 +6,11 @@
 #include <rapidjson/writer.h>
 
 namespace walrelay {
+
+std::string SourceIdentity::ToString() const {
+  return "system " + system_id + " timeline " + std::to_string(timeline);
+}
+
 namespace {
 
 constexpr const char* kLsn = "lsn";

@@ -27,6 +27,14 @@
 
 namespace walrelay {
 
+// Which server and history the WAL came from: LSNs mean the same only within one of these.
+struct SourceIdentity {
+  std::string system_id;
+  int timeline = 0;
+  bool operator==(const SourceIdentity&) const = default;
+  std::string ToString() const;
+};
+
 struct SourceOffset {
   Lsn lsn;         // Debezium `lsn`: the last source position included
   Lsn lsn_commit;  // Debezium `lsn_commit`: commit LSN of the last whole source transaction

@@ -35,7 +35,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "kafka/producer.h"
+#include "delivery/producer.h"
 #include "transform/record.h"
 
 namespace walrelay {

@@ -17,10 +17,6 @@ constexpr auto kOwnWalsenderStep = std::chrono::milliseconds(100);
 
 }  // namespace
 
-std::string SourceIdentity::ToString() const {
-  return "system " + system_id + " timeline " + std::to_string(timeline);
-}
-
 SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
                                  StoredPosition stored_position, StartPosition start_position,
                                  boost::asio::io_context& io)

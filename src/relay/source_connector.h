@@ -28,7 +28,7 @@
 // Where the stream starts: START_REPLICATION names the LSN the StartPosition hook returns (on
 // the worker thread, once the slot is known to be free and before it is taken), or the slot's
 // own position when there is no hook. PostgreSQL streams only the transactions that commit
-// after that LSN, so a hook may skip what is delivered already (relay/delivery_guarantee.h).
+// after that LSN, so a hook may skip what is delivered already (delivery/delivery_guarantee.h).
 //
 // A slot held by the walsender of this relay's own previous connection (after Restart()) is
 // asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
@@ -54,14 +54,6 @@
 #include "pg/source_catalog.h"
 
 namespace walrelay {
-
-// Which server and history the WAL came from: LSNs mean the same only within one of these.
-struct SourceIdentity {
-  std::string system_id;
-  int timeline = 0;
-  bool operator==(const SourceIdentity&) const = default;
-  std::string ToString() const;
-};
 
 struct ConnectPlan {
   bool streamed_before = false;  // the relay has streamed from the slot already

@@ -60,10 +60,19 @@ inline std::string MessageOrigin(const std::string& prefix) {
   return std::string(kMessageOriginLead) + " with prefix '" + prefix + "'";
 }
 
-// "table public.outbox", or MessageOrigin(): where a record came from, for messages.
+// A record's origin as one string: "schema.table", or MessageOrigin() for a logical decoding
+// message. The ack ledger keeps it per record and dead letters carry it in a header.
+inline std::string OriginLabel(const SourceInfo& source) {
+  return source.table.empty() ? MessageOrigin(source.message_prefix) : source.table;
+}
+
+// The one way messages name where a record came from: "table public.outbox", or
+// MessageOrigin() for a message. Takes a label (OriginLabel) or the source info.
+inline std::string DescribeOrigin(const std::string& label) {
+  return label.starts_with(kMessageOriginLead) ? label : "table " + label;
+}
 inline std::string DescribeOrigin(const SourceInfo& source) {
-  if (source.table.empty()) return MessageOrigin(source.message_prefix);
-  return "table " + source.table;
+  return DescribeOrigin(OriginLabel(source));
 }
 
 inline constexpr int32_t kAnyPartition = -1;

@@ -112,7 +112,7 @@ std::string ExpectStop(RelayFixture& fx, const Refusal& r, std::chrono::seconds 
   CHECK_MESSAGE(log.find("event id " + EventId(r.failing_id)) != std::string::npos, log);
   std::smatch m;
   // Refused by the broker (a delivery report) or by walrelay before producing: either names it.
-  REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("(?:the row is|row of [a-z_.]+) at LSN "
+  REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("(?:the row is|table [a-z_.]+) at LSN "
                                                        "([0-9A-F]+/[0-9A-F]+)")),
                   log);
   const Lsn confirmed = fx.ConfirmedFlush(r.slot + "_none");
@@ -163,7 +163,7 @@ TEST_CASE("a record over the topic's max.message.bytes: the broker refuses it") 
   ExpectDeadLetter(fx, {"too_large", Insert(111, "'Small'", big), 111, "MSG_SIZE_TOO_LARGE", {}});
 }
 
-// walrelay checks topic names itself (src/kafka/topic_name.h), so the broker never sees these;
+// walrelay checks topic names itself (src/delivery/topic_name.h), so the broker never sees these;
 // the dead letter carries the same error name the broker's refusal would.
 TEST_CASE("a topic name Kafka forbids: refused before it reaches the broker") {
   RelayFixture& fx = Shared();

@@ -50,14 +50,14 @@ RelaySettings Settings(RelayFixture& fx, const std::string& slot,
 class InProcessRelay {
  public:
   explicit InProcessRelay(RelaySettings settings)
-      : relay_(std::move(settings), io_), api_(relay_, "127.0.0.1:0") {
-    loop_ = std::thread([this] { result_.set_value(relay_.Run()); });
+      : relay_(Built(std::move(settings), io_)), api_(*relay_, "127.0.0.1:0") {
+    loop_ = std::thread([this] { result_.set_value(relay_->Run()); });
   }
   ~InProcessRelay() {
-    relay_.RequestStop();
+    relay_->RequestStop();
     loop_.join();
   }
-  Relay& relay() { return relay_; }
+  Relay& relay() { return *relay_; }
   // Runs `fn` on the loop; nullopt if the loop did not get to it within `timeout`.
   template <typename Fn>
   auto OnLoop(Fn fn, std::chrono::milliseconds timeout = 1000ms)
@@ -77,8 +77,14 @@ class InProcessRelay {
   }
 
  private:
+  static std::unique_ptr<Relay> Built(RelaySettings settings, boost::asio::io_context& io) {
+    auto relay = Relay::Create(std::move(settings), io);
+    REQUIRE_MESSAGE(relay.ok(), relay.status().ToString());
+    return std::move(relay).value();
+  }
+
   boost::asio::io_context io_{1};
-  Relay relay_;
+  std::unique_ptr<Relay> relay_;
   RestApi api_;
   std::promise<Status> result_;
   std::future<Status> finished_ = result_.get_future();

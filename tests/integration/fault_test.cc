@@ -413,7 +413,9 @@ TEST_CASE("a librdkafka fatal error: the REST API shows FAILED with the reason, 
   REQUIRE(settings.ok());
   // In this process: FAILED is only visible between the failure and the exit of `walrelay run`.
   boost::asio::io_context io(1);
-  Relay relay(std::move(settings).value(), io);
+  auto built = Relay::Create(std::move(settings).value(), io);
+  REQUIRE_MESSAGE(built.ok(), built.status().ToString());
+  Relay& relay = **built;
   RestApi api(relay, "127.0.0.1:0");
   std::promise<Status> result;
   auto finished = result.get_future();
@@ -531,7 +533,7 @@ TEST_CASE("a topic name Kafka forbids, errors.tolerance=none: the relay stops na
   CHECK_MESSAGE(log.find("Kafka refuses the topic name 'outbox.event.Bad Name!'") != std::string::npos, log);
   CHECK(log.find("event id 00000000-0000-4000-8000-0000000000b1") != std::string::npos);
   CHECK(std::regex_search(log, std::regex("at LSN [0-9A-F]+/[0-9A-F]+")));
-  CHECK(fx.ConfirmedFlush("badtopic") <= before);
+  CHECK_MESSAGE(fx.ConfirmedFlush("badtopic") <= before, log);
 }
 
 TEST_CASE("a topic name Kafka forbids, errors.tolerance=all: the record goes to the dead-letter topic") {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kafka/delivery_tracker.h"
+#include "delivery/delivery_tracker.h"
 
 using namespace walrelay;
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "devtools/mock_kafka.h"
-#include "kafka/producer.h"
+#include "delivery/producer.h"
 
 using namespace walrelay;
 using namespace std::chrono_literals;

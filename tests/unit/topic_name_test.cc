@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "kafka/topic_name.h"
+#include "delivery/topic_name.h"
 
 using namespace walrelay;
 

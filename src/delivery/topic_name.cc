@@ -1,4 +1,4 @@
-#include "kafka/topic_name.h"
+#include "delivery/topic_name.h"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "kafka/producer.h"
+#include "delivery/producer.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "config/connector_config.h"
-#include "kafka/topic_name.h"
+#include "delivery/topic_name.h"
 
 namespace walrelay {
 namespace {

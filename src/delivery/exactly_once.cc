@@ -1,11 +1,11 @@
-#include "relay/exactly_once.h"
+#include "delivery/exactly_once.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 
 #include "delivery/source_offsets.h"
-#include "relay/at_least_once.h"
+#include "delivery/at_least_once.h"
 
 namespace walrelay {
 namespace {
@@ -186,7 +186,10 @@ void ExactlyOnce::ForgetPosition() {
                  storage_.topic, done.status.message());
 }
 
-bool ExactlyOnce::TakeDropped() { return std::exchange(dropped_, false); }
+Status ExactlyOnce::RecordRefused(const std::string& reason) {
+  ++counters_.failed["produce"];
+  return Status::Connection(reason);
+}
 
 void ExactlyOnce::Committed(Lsn position) {
   if (position.value() > committed_.load()) committed_.store(position.value());
@@ -233,8 +236,9 @@ Status ExactlyOnce::Commit() {
 }
 
 Status ExactlyOnce::Abort(const std::string& why) {
-  // Every delivery report served meanwhile belongs to a record no read_committed consumer sees.
-  discarding_ = true;
+  // No read_committed consumer sees the records handed to Kafka so far: the pipeline forgets
+  // them before their delivery reports are served.
+  DiscardRecords();
   const auto give_up = Clock::now() + kTransactionCallTimeout;
   TxnStatus aborted;
   do {
@@ -243,8 +247,6 @@ Status ExactlyOnce::Abort(const std::string& why) {
         rd_kafka_abort_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
         transactional_id_, "aborting the transaction");
   } while (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable && Clock::now() < give_up);
-  discarding_ = false;
-  dropped_ = true;
   ++counters_.kafka_transactions["aborted"];
   kafka_open_ = false;
   last_included_.reset();

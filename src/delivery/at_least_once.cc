@@ -1,4 +1,4 @@
-#include "relay/at_least_once.h"
+#include "delivery/at_least_once.h"
 
 #include <spdlog/spdlog.h>
 

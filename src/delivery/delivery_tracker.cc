@@ -1,4 +1,4 @@
-#include "kafka/delivery_tracker.h"
+#include "delivery/delivery_tracker.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-// ExactlyOnce: exactly.once.support (relay/delivery_guarantee.h; docs/exactly-once.md).
+// ExactlyOnce: exactly.once.support (delivery/delivery_guarantee.h; docs/exactly-once.md).
 //
 // The relay's producer is transactional (transactional.id). Each Kafka transaction holds the
 // records of whole source (PostgreSQL) transactions, dead letters included, plus one record in
@@ -27,7 +27,7 @@
 //   relay reconnects and the source transactions are streamed again from the last commit. An
 //   abort that itself times out is retried by the next connect attempt before it streams. A
 //   record Kafka refused after it was sent fails the transaction's commit the same way
-//   (RefusalsFollowErrorPolicy() is false). Fenced (kKafkaFenced) and fatal (kKafka) errors
+//   (RecordRefused asks for that replay). Fenced (kKafkaFenced) and fatal (kKafka) errors
 //   stop the relay without confirming anything more.
 #pragma once
 
@@ -40,7 +40,7 @@
 #include "delivery/offset_store.h"
 #include "delivery/transaction_boundary.h"
 #include "delivery/transactional_producer.h"
-#include "relay/delivery_guarantee.h"
+#include "delivery/delivery_guarantee.h"
 
 namespace walrelay {
 
@@ -67,9 +67,8 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // The position is committed with each Kafka transaction, and a tombstone would race it.
   void Confirmed(Lsn) override {}
   void ForgetPosition() override;
-  bool RefusalsFollowErrorPolicy() const override { return false; }
-  bool Discarding() const override { return discarding_; }
-  bool TakeDropped() override;
+  // The record's transaction cannot commit: it is aborted and replayed, the record with it.
+  Status RecordRefused(const std::string& reason) override;
 
  private:
   // Writes the offset record and commits; the last included source commit becomes confirmable.
@@ -96,8 +95,6 @@ class ExactlyOnce final : public DeliveryGuarantee {
   bool kafka_open_ = false;
   bool source_open_ = false;
   std::optional<TxnCommit> last_included_;  // the newest source commit in the open transaction
-  bool discarding_ = false;
-  bool dropped_ = false;
   bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker
   // Read by the loop thread while the connector's worker may set it in StartPosition.
   std::atomic<uint64_t> committed_{0};

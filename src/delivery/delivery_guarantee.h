@@ -1,11 +1,11 @@
 // DeliveryGuarantee: what "delivered" means for the relay, the seam between its loop and the
 // delivery mode (exactly.once.support). The relay produces every record through its one
-// KafkaProducer and tracks acknowledgements in its ledger (kafka/delivery_tracker.h) either
+// KafkaProducer and tracks acknowledgements in its ledger (delivery/delivery_tracker.h) either
 // way; a guarantee adds what happens around that:
 //
-//   at least once (relay/at_least_once.h): nothing; an acknowledged record is delivered, and
+//   at least once (delivery/at_least_once.h): nothing; an acknowledged record is delivered, and
 //     the ledger's confirmable position is confirmed to the slot.
-//   exactly once (relay/exactly_once.h): records go into Kafka transactions holding whole
+//   exactly once (delivery/exactly_once.h): records go into Kafka transactions holding whole
 //     source transactions; only a committed transaction's LSN is confirmable, and a stream
 //     starts past what Kafka committed already.
 //
@@ -36,26 +36,31 @@
 // - Confirmed(position): the relay confirmed `position` to the slot.
 // - ForgetPosition(): the relay dropped the slot on purpose (slot.drop.on.stop): the next
 //   start is a first start.
+// - RecordRefused(reason): Kafka refused a record after it was sent (`reason` says how). OK: the refusal is the
+//   record's own, and errors.tolerance decides its fate; an error: the record's fate is tied
+//   to others' (its Kafka transaction cannot commit), and the relay stops or replays.
 // Errors: kConnection means "replay": the relay reconnects and streams again from what is
 // confirmable; anything else stops the relay without confirming more.
 //
-// Records dropped: while Discarding() is true (an abort is under way) every delivery report
-// served belongs to a record that never becomes visible, and TakeDropped() afterwards says the
-// relay must forget what it has in flight and rebase its ledger on Confirmable().
+// Records that never become visible: when the guarantee throws away what it handed to Kafka
+// (an aborted transaction), it calls the handler given to OnRecordsDiscarded first; the
+// pipeline then forgets its records in flight and rebases its ledger on Confirmable(), and
+// delivery reports for them, served during or after the abort, are ignored.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/change_event.h"
 #include "delivery/source_offsets.h"
-#include "kafka/producer.h"
-#include "relay/source_connector.h"
+#include "delivery/producer.h"
 #include "status/metrics.h"
 
 namespace walrelay {
@@ -79,11 +84,18 @@ class DeliveryGuarantee {
   virtual void ServerPosition(Lsn wal_end) = 0;
   virtual void Confirmed(Lsn position) = 0;
   virtual void ForgetPosition() = 0;
-  // Whether a record Kafka refused after it was sent may follow errors.tolerance (skip or
-  // dead letter) on its own; when false the refusal is a kConnection replay.
-  virtual bool RefusalsFollowErrorPolicy() const = 0;
-  virtual bool Discarding() const = 0;
-  virtual bool TakeDropped() = 0;
+  virtual Status RecordRefused(const std::string& reason) = 0;
+
+  void OnRecordsDiscarded(std::function<void()> handler) { discard_handler_ = std::move(handler); }
+
+ protected:
+  // Called before the records handed to Kafka are thrown away (see the contract above).
+  void DiscardRecords() {
+    if (discard_handler_) discard_handler_();
+  }
+
+ private:
+  std::function<void()> discard_handler_;
 };
 
 // The guarantee exactly.once.support asks for, over the relay's producer; it counts its Kafka

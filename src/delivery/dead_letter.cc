@@ -1,4 +1,4 @@
-#include "kafka/dead_letter.h"
+#include "delivery/dead_letter.h"
 
 namespace walrelay {
 

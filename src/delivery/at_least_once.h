@@ -1,4 +1,4 @@
-// AtLeastOnce: the default delivery guarantee (relay/delivery_guarantee.h). A record Kafka
+// AtLeastOnce: the default delivery guarantee (delivery/delivery_guarantee.h). A record Kafka
 // acknowledged is delivered; the ledger's confirmable position is confirmed as it is, and a
 // stream starts at the slot's position, so a crash may repeat records but never lose one.
 //
@@ -21,7 +21,7 @@
 
 #include "delivery/offset_store.h"
 #include "delivery/offset_writer.h"
-#include "relay/delivery_guarantee.h"
+#include "delivery/delivery_guarantee.h"
 
 namespace walrelay {
 
@@ -50,9 +50,8 @@ class AtLeastOnce final : public DeliveryGuarantee {
   void ServerPosition(Lsn) override {}
   void Confirmed(Lsn position) override;
   void ForgetPosition() override;
-  bool RefusalsFollowErrorPolicy() const override { return true; }
-  bool Discarding() const override { return false; }
-  bool TakeDropped() override { return false; }
+  // A refused record's fate is its own: errors.tolerance decides it.
+  Status RecordRefused(const std::string&) override { return Status::Ok(); }
 
  private:
   AtLeastOnce(const RelaySettings& settings, RelayCounters& counters);

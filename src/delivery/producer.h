@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "delivery/record_sink.h"
 #include "transform/record.h"
 
 namespace walrelay {
@@ -49,7 +50,7 @@ struct DeliveryReport {
   Record failed;              // when it failed: topic, key, value and headers, for a dead letter
 };
 
-class KafkaProducer {
+class KafkaProducer final : public RecordSink {
  public:
   using DeliveryHandler = std::function<void(const DeliveryReport&)>;
   using FailureHandler = std::function<void(const Status&)>;
@@ -68,15 +69,16 @@ class KafkaProducer {
   // acknowledgement is its transaction's commit (an offset record).
   static constexpr uint64_t kNoReport = UINT64_MAX;
   // Errors carry librdkafka's code in `error_code` when the caller needs to classify them.
-  Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code = nullptr);
+  Status Produce(const Record& record, uint64_t ticket,
+                 rd_kafka_resp_err_t* error_code = nullptr) override;
   // The largest value that fits message.max.bytes with room for dead-letter headers.
-  size_t MaxValueBytes() const { return max_value_bytes_; }
+  size_t MaxValueBytes() const override { return max_value_bytes_; }
   // Serves waiting delivery reports without blocking; returns how many were served.
   int Poll();
   int event_fd() const { return event_read_fd_; }
   // Drains event_fd() after it became readable.
   void ClearEvent();
-  int OutstandingMessages() const;
+  int OutstandingMessages() const override;
   // One metadata request, bounded by `timeout_ms`: "N broker(s) at ..." or why not (the
   // producer-wide failure, if one explains it).
   Result<std::string> CheckBrokers(int timeout_ms);
@@ -85,7 +87,7 @@ class KafkaProducer {
   const Status& failure() const { return failure_; }
   // Drops everything not yet delivered; their delivery reports arrive with a purge error.
   void PurgeAll();
-  // The librdkafka handle, for its transaction API (relay/exactly_once.h); the producer keeps
+  // The librdkafka handle, for its transaction API (delivery/exactly_once.h); the producer keeps
   // ownership. Created with `transactional.id` among the properties, the producer is
   // transactional and every Produce() must fall inside a transaction begun on this handle.
   rd_kafka_t* native_handle() const { return rk_.get(); }

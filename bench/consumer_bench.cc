@@ -38,6 +38,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
 #include "consumer/pg_exec.h"
 #include "devtools/kafka_broker.h"
 #include "devtools/pg_sandbox.h"
@@ -77,8 +78,7 @@ void Produce(const std::string& bootstrap, const std::string& topic, int records
                       {"linger.ms", linger},
                       {"enable.idempotence", "true"}})
     if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) Die(err);
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
-      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), &rd_kafka_destroy);
+  walrelay::KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err));
   if (!rk) Die(err);
   const Clock::time_point start = Clock::now();
   for (int i = 0; i < records; ++i) {
@@ -180,8 +180,7 @@ Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int re
   for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()}, {"group.id", group.c_str()},
                       {"auto.offset.reset", "earliest"}, {"fetch.wait.max.ms", "50"}})
     if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) Die(err);
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
-      rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err), &rd_kafka_destroy);
+  walrelay::KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err));
   if (!rk) Die(err);
   rd_kafka_poll_set_consumer(rk.get());
   rd_kafka_topic_partition_list_t* topics = rd_kafka_topic_partition_list_new(1);

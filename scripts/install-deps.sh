@@ -12,6 +12,7 @@ packages=(
   libssl-dev                     # the REST API's https listener
   openssl                        # certificates for the TLS integration test
   clang libclang-rt-14-dev       # libFuzzer and the sanitizers, for scripts/fuzz.sh
+  clang-format                   # scripts/check-format.sh
   openjdk-17-jdk-headless maven  # the Apache Kafka broker (scripts/fetch-kafka.sh) and its tests
   unzip xz-utils                 # unpacking other PostgreSQL majors (scripts/fetch-postgres.sh)
   podman runc debootstrap        # the container image test (tests/container/container_test.sh)

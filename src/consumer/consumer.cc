@@ -89,7 +89,7 @@ struct DeadLetterReason {
 // A polled record: the librdkafka message (for its offset), its copy, and the revocation
 // epoch it was polled in (OffsetCommits::Stale).
 struct Polled {
-  MessagePtr raw;
+  KafkaMessagePtr raw;
   Message message;
   uint64_t epoch = 0;
 };
@@ -163,7 +163,7 @@ struct Consumer::Impl {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
-      MessagePtr msg(rd_kafka_consumer_poll(consumer.get(),
+      KafkaMessagePtr msg(rd_kafka_consumer_poll(consumer.get(),
                                             static_cast<int>(std::min<int64_t>(left.count(), 50))));
       if (msg) Take(std::move(msg), backlog);
     }
@@ -172,7 +172,7 @@ struct Consumer::Impl {
   }
 
   // Files a polled message into `into`; an error is logged, or kept in `fatal`.
-  void Take(MessagePtr msg, std::deque<Polled>& into) {
+  void Take(KafkaMessagePtr msg, std::deque<Polled>& into) {
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       char why[512];
       if (rd_kafka_fatal_error(consumer.get(), why, sizeof(why)) != 0) {
@@ -245,7 +245,7 @@ struct Consumer::Impl {
 
 Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& key,
                                          const DeadLetterReason& why) {
-  HeadersPtr headers(rd_kafka_headers_new(m.headers.size() + 9));
+  KafkaHeadersPtr headers(rd_kafka_headers_new(m.headers.size() + 9));
   for (const auto& h : m.headers)
     rd_kafka_header_add(headers.get(), h.key.data(), static_cast<ssize_t>(h.key.size()),
                         h.value ? h.value->data() : nullptr,
@@ -710,7 +710,8 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
 
 Status Consumer::Run() {
   Impl& d = *impl_;
-  PartitionListPtr topics(rd_kafka_topic_partition_list_new(static_cast<int>(d.options.topics.size())));
+  KafkaPartitionListPtr topics(
+      rd_kafka_topic_partition_list_new(static_cast<int>(d.options.topics.size())));
   for (const auto& t : d.options.topics)
     rd_kafka_topic_partition_list_add(topics.get(), t.c_str(), RD_KAFKA_PARTITION_UA);
   if (rd_kafka_resp_err_t err = rd_kafka_subscribe(d.consumer.get(), topics.get()); err != 0)
@@ -729,11 +730,11 @@ Status Consumer::Run() {
       d.backlog.pop_front();
     }
     if (batch.empty()) {
-      MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
+      KafkaMessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
       if (msg) d.Take(std::move(msg), batch);
     }
     while (!batch.empty() && batch.size() < d.options.max_batch && d.fatal.ok()) {
-      MessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 0));
+      KafkaMessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 0));
       if (!msg) break;
       d.Take(std::move(msg), batch);
     }

@@ -1,35 +1,14 @@
-// RAII owners for the librdkafka objects the consumer uses, and handle creation from a
-// property map.
+// Kafka handle creation from a property map, and the callbacks' opaque types.
 #pragma once
-
-#include <librdkafka/rdkafka.h>
 
 #include <map>
 #include <memory>
 #include <string>
 
+#include "common/rdkafka_handles.h"
 #include "common/status.h"
 
 namespace walrelay::consumer {
-
-struct KafkaHandleDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-struct MessageDeleter {
-  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
-};
-struct PartitionListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const {
-    rd_kafka_topic_partition_list_destroy(l);
-  }
-};
-struct HeadersDeleter {
-  void operator()(rd_kafka_headers_t* h) const { rd_kafka_headers_destroy(h); }
-};
-using KafkaHandlePtr = std::unique_ptr<rd_kafka_t, KafkaHandleDeleter>;
-using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
-using PartitionListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter>;
-using HeadersPtr = std::unique_ptr<rd_kafka_headers_t, HeadersDeleter>;
 
 // Filled by the delivery report of the one message whose opaque points at it.
 struct DeliverySlot {

@@ -47,7 +47,7 @@ void OffsetCommits::Finished(const rd_kafka_message_t* message) {
 
 void OffsetCommits::StoreFinished() {
   if (finished_.empty()) return;
-  PartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(finished_.size())));
+  KafkaPartitionListPtr list(rd_kafka_topic_partition_list_new(static_cast<int>(finished_.size())));
   for (const auto& [tp, offset] : finished_)
     rd_kafka_topic_partition_list_add(list.get(), tp.first.c_str(), tp.second)->offset = offset;
   finished_.clear();
@@ -78,7 +78,7 @@ void OffsetCommits::Pause() {
   paused_ = true;
   rd_kafka_topic_partition_list_t* raw = nullptr;
   if (rd_kafka_assignment(consumer_, &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-  PartitionListPtr assigned(raw);
+  KafkaPartitionListPtr assigned(raw);
   if (assigned->cnt > 0) rd_kafka_pause_partitions(consumer_, assigned.get());
 }
 
@@ -86,7 +86,7 @@ void OffsetCommits::Resume() {
   paused_ = false;
   rd_kafka_topic_partition_list_t* raw = nullptr;
   if (rd_kafka_assignment(consumer_, &raw) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-  PartitionListPtr assigned(raw);
+  KafkaPartitionListPtr assigned(raw);
   if (assigned->cnt > 0) rd_kafka_resume_partitions(consumer_, assigned.get());
 }
 

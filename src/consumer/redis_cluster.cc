@@ -6,11 +6,6 @@
 namespace walrelay::consumer {
 namespace {
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-
 timeval ToTimeval(std::chrono::milliseconds d) {
   timeval tv{};
   tv.tv_sec = d.count() / 1000;
@@ -79,7 +74,7 @@ std::string ReplyText(const redisReply* r) {
 // One authenticated connection to one node.
 struct RedisCluster::Link {
   std::string node;
-  ContextPtr ctx;
+  RedisContextPtr ctx;
   std::chrono::milliseconds timeout{0};  // the socket's current send/receive timeout
 
   // Bounds the next replies' wait by what is left of the call.
@@ -140,7 +135,7 @@ Result<RedisCluster::Link*> RedisCluster::LinkTo(const std::string& node) {
   auto hp = ParseHostPort(node);
   if (!hp.ok()) return hp.status();
   const timeval tv = ToTimeval(std::max(Left(), std::chrono::milliseconds(1)));
-  ContextPtr c(redisConnectWithTimeout(hp->first.c_str(), hp->second, tv));
+  RedisContextPtr c(redisConnectWithTimeout(hp->first.c_str(), hp->second, tv));
   if (!c) return Status::Connection("out of memory connecting to Redis node " + node);
   if (c->err != 0)
     return Status::Connection("cannot connect to Redis node " + node + ": " + c->errstr);

@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/hiredis_handles.h"
 #include "common/status.h"
 
 namespace walrelay::consumer {
@@ -48,11 +49,6 @@ uint16_t Crc16(std::string_view data);
 int KeySlot(std::string_view key);
 // "host:port" (the last ':' separates, so "[::1]:7000" and "::1:7000" work too).
 Result<std::pair<std::string, int>> ParseHostPort(const std::string& node);
-
-struct RedisReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using RedisReplyPtr = std::unique_ptr<redisReply, RedisReplyDeleter>;
 
 // Text of a string, status or error reply; "" otherwise.
 std::string ReplyText(const redisReply* r);

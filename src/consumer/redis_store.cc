@@ -120,15 +120,6 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 'OK'
 )lua";
 
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
-using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
-
 enum ScriptId { kAcquire, kComplete, kRelease, kFail, kRenew, kUnclaim, kScriptCount };
 constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kCompleteScript, kReleaseScript,
                                                 kFailScript,    kRenewScript,    kUnclaimScript};
@@ -228,7 +219,7 @@ class Renewer {
 
 struct RedisStore::Impl {
   RedisStoreOptions options;
-  ContextPtr ctx;                          // single-node mode
+  RedisContextPtr ctx;                     // single-node mode
   std::unique_ptr<RedisCluster> cluster;   // cluster mode
   std::string sha[kScriptCount];
   // The lease of the latest claims, and the fencing token of each key claimed one by one
@@ -304,7 +295,7 @@ struct RedisStore::Impl {
   }
 
   // Sends one command; a transport failure drops the connection so the next call reconnects.
-  Result<ReplyPtr> Command(const std::vector<std::string>& args) {
+  Result<RedisReplyPtr> Command(const std::vector<std::string>& args) {
     WALRELAY_RETURN_IF_ERROR(EnsureConnected());
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -312,7 +303,7 @@ struct RedisStore::Impl {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    ReplyPtr reply(static_cast<redisReply*>(
+    RedisReplyPtr reply(static_cast<redisReply*>(
         redisCommandArgv(ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
     if (!reply) {
       const std::string why = ctx->errstr;
@@ -327,7 +318,7 @@ struct RedisStore::Impl {
     timeval tv{};
     tv.tv_sec = options.timeout.count() / 1000;
     tv.tv_usec = (options.timeout.count() % 1000) * 1000;
-    ContextPtr c(redisConnectWithTimeout(options.host.c_str(), options.port, tv));
+    RedisContextPtr c(redisConnectWithTimeout(options.host.c_str(), options.port, tv));
     if (!c) return Status::Connection("out of memory connecting to " + where());
     if (c->err != 0) return Status::Connection("cannot connect to " + where() + ": " + c->errstr);
     if (redisSetTimeout(c.get(), tv) != REDIS_OK)
@@ -391,8 +382,8 @@ struct RedisStore::Impl {
 
   // Cluster mode: EVALSHA on the key's master; on NOSCRIPT (a node that never saw the script,
   // a promoted replica, a restart) EVAL, which loads it there. `node` receives who answered.
-  Result<ReplyPtr> EvalCluster(ScriptId id, const std::string& key,
-                               const std::vector<std::string>& argv, std::string* node) {
+  Result<RedisReplyPtr> EvalCluster(ScriptId id, const std::string& key,
+                                    const std::vector<std::string>& argv, std::string* node) {
     std::vector<std::string> args = {"EVALSHA", sha[id], "1", key};
     args.insert(args.end(), argv.begin(), argv.end());
     auto r = cluster->Command(key, args, node);
@@ -402,7 +393,7 @@ struct RedisStore::Impl {
       r = cluster->Command(key, args, node);
     }
     if (!r.ok()) return r.status();
-    ReplyPtr reply(r->release());
+    RedisReplyPtr reply(r->release());
     if (reply->type == REDIS_REPLY_ERROR)
       return Status::Precondition(where() + ": the " + kScriptNames[id] + " script failed for " +
                                   key + " on " + *node + ": " + Str(reply.get()));
@@ -434,8 +425,8 @@ struct RedisStore::Impl {
   }
 
   // EVALSHA, loading the script again if the server lost it (restart, SCRIPT FLUSH).
-  Result<ReplyPtr> Eval(ScriptId id, const std::string& key, const std::vector<std::string>& argv,
-                        std::string* node = nullptr) {
+  Result<RedisReplyPtr> Eval(ScriptId id, const std::string& key,
+                             const std::vector<std::string>& argv, std::string* node = nullptr) {
     if (cluster) {
       std::string answered;
       return EvalCluster(id, key, argv, node != nullptr ? node : &answered);
@@ -476,7 +467,7 @@ struct RedisStore::Impl {
     return true;
   }
   // Reads `n` pipelined replies; a transport failure drops the connection.
-  Status ReadReplies(size_t n, std::vector<ReplyPtr>* replies) {
+  Status ReadReplies(size_t n, std::vector<RedisReplyPtr>* replies) {
     for (size_t i = 0; i < n; ++i) {
       void* raw = nullptr;
       if (redisGetReply(ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
@@ -617,11 +608,11 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
                                            PayloadHash(*r.message)};
     d.Append(args);
   }
-  std::vector<ReplyPtr> replies;
+  std::vector<RedisReplyPtr> replies;
   WALRELAY_RETURN_IF_ERROR(d.ReadReplies(records.size(), &replies));
   std::vector<Claim> claims;
   for (size_t i = 0; i < records.size(); ++i) {
-    ReplyPtr reply = std::move(replies[i]);
+    RedisReplyPtr reply = std::move(replies[i]);
     if (reply->type == REDIS_REPLY_ERROR) {
       // NOSCRIPT (a restarted server): Eval loads the script again.
       auto again =
@@ -674,7 +665,7 @@ Result<std::vector<RunOutcome>> RedisStore::RunBatch(const std::string& consumer
       if (!broken) in_flight = i + 1;
     }
   }
-  std::vector<ReplyPtr> replies;
+  std::vector<RedisReplyPtr> replies;
   if (in_flight > 0) {
     if (Status st = d.ReadReplies(in_flight, &replies); !st.ok()) {
       replies.clear();

@@ -1,6 +1,5 @@
 #include "delivery/offset_store.h"
 
-#include <librdkafka/rdkafka.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -9,45 +8,10 @@
 #include <set>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
+
 namespace walrelay {
 namespace {
-
-struct HandleDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-struct ConsumerDeleter {
-  void operator()(rd_kafka_t* rk) const {
-    rd_kafka_consumer_close(rk);
-    rd_kafka_destroy(rk);
-  }
-};
-struct TopicDeleter {
-  void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
-};
-struct MetadataDeleter {
-  void operator()(const rd_kafka_metadata_t* m) const { rd_kafka_metadata_destroy(m); }
-};
-struct QueueDeleter {
-  void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
-};
-struct EventDeleter {
-  void operator()(rd_kafka_event_t* e) const { rd_kafka_event_destroy(e); }
-};
-struct NewTopicDeleter {
-  void operator()(rd_kafka_NewTopic_t* t) const { rd_kafka_NewTopic_destroy(t); }
-};
-struct AdminOptionsDeleter {
-  void operator()(rd_kafka_AdminOptions_t* o) const { rd_kafka_AdminOptions_destroy(o); }
-};
-struct PartitionListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const { rd_kafka_topic_partition_list_destroy(l); }
-};
-struct ConfigResourceDeleter {
-  void operator()(rd_kafka_ConfigResource_t* r) const { rd_kafka_ConfigResource_destroy(r); }
-};
-struct MessageDeleter {
-  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
-};
 
 void QuietLog(const rd_kafka_t*, int, const char*, const char*) {}
 
@@ -89,12 +53,12 @@ int TimeoutMs(std::chrono::milliseconds timeout) {
 
 // The partition count of `topic`; 0 when the topic does not exist.
 Result<int32_t> PartitionCount(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
-  std::unique_ptr<rd_kafka_topic_t, TopicDeleter> rkt(rd_kafka_topic_new(rk, topic.c_str(), nullptr));
+  KafkaTopicPtr rkt(rd_kafka_topic_new(rk, topic.c_str(), nullptr));
   if (!rkt) return Status::Kafka("offsets topic '" + topic + "': " + rd_kafka_err2str(rd_kafka_last_error()));
   const rd_kafka_metadata_t* raw = nullptr;
   const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt.get(), &raw, TimeoutMs(timeout));
   if (err) return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(err));
-  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  KafkaMetadataPtr metadata(raw);
   if (metadata->topic_cnt != 1) return int32_t{0};
   const rd_kafka_metadata_topic_t& t = metadata->topics[0];
   if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return int32_t{0};
@@ -104,16 +68,16 @@ Result<int32_t> PartitionCount(rd_kafka_t* rk, const std::string& topic, std::ch
 
 // The topic's cleanup.policy, as the broker reports it.
 Result<std::string> CleanupPolicy(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
-  std::unique_ptr<rd_kafka_ConfigResource_t, ConfigResourceDeleter> resource(
+  KafkaConfigResourcePtr resource(
       rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
-  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+  KafkaAdminOptionsPtr options(
       rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS));
   char errstr[512];
   rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
-  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  KafkaQueuePtr queue(rd_kafka_queue_new(rk));
   rd_kafka_ConfigResource_t* resources[] = {resource.get()};
   rd_kafka_DescribeConfigs(rk, resources, 1, options.get(), queue.get());
-  std::unique_ptr<rd_kafka_event_t, EventDeleter> event(rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
+  KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
   const std::string what = "describing offsets topic '" + topic + "'";
   if (!event) return Status::Kafka(what + " timed out after " + std::to_string(timeout.count()) + " ms");
   if (rd_kafka_event_error(event.get())) return Status::Kafka(what + ": " + rd_kafka_event_error_string(event.get()));
@@ -154,7 +118,7 @@ Status RequireController(rd_kafka_t* rk, const std::string& topic,
   const rd_kafka_metadata_t* raw = nullptr;
   if (rd_kafka_metadata(rk, 0, nullptr, &raw, TimeoutMs(timeout)) != RD_KAFKA_RESP_ERR_NO_ERROR)
     return Status::Ok();  // the admin request itself will say what is wrong
-  std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter> metadata(raw);
+  KafkaMetadataPtr metadata(raw);
   for (int i = 0; i < metadata->broker_cnt; ++i)
     if (metadata->brokers[i].id == controller) return Status::Ok();
   return Status::Precondition("offsets topic '" + topic + "' cannot be created or checked: the "
@@ -179,7 +143,7 @@ Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication
     return Status::Config("offsets.storage.partitions must be at least 1, not " + std::to_string(partitions));
   // A consumer-type handle: a producer's metadata request for a missing topic would have the
   // broker auto-create it, uncompacted, with the broker's partition count.
-  auto client = NewClient<HandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+  auto client = NewClient<KafkaHandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
                                          {{"allow.auto.create.topics", "false"}});
   if (!client.ok()) return client.status();
   rd_kafka_t* rk = client->get();
@@ -192,18 +156,18 @@ Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication
   }
 
   char errstr[512];
-  std::unique_ptr<rd_kafka_NewTopic_t, NewTopicDeleter> new_topic(
+  KafkaNewTopicPtr new_topic(
       rd_kafka_NewTopic_new(topic_.c_str(), partitions, replication_factor, errstr, sizeof errstr));
   if (!new_topic) return Status::Config("offsets topic '" + topic_ + "': " + errstr);
   // Compacted like Connect's offsets topic: only the last offset of each key must survive.
   rd_kafka_NewTopic_set_config(new_topic.get(), "cleanup.policy", "compact");
-  std::unique_ptr<rd_kafka_AdminOptions_t, AdminOptionsDeleter> options(
+  KafkaAdminOptionsPtr options(
       rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
   rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
-  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> queue(rd_kafka_queue_new(rk));
+  KafkaQueuePtr queue(rd_kafka_queue_new(rk));
   rd_kafka_NewTopic_t* topics[] = {new_topic.get()};
   rd_kafka_CreateTopics(rk, topics, 1, options.get(), queue.get());
-  std::unique_ptr<rd_kafka_event_t, EventDeleter> event(
+  KafkaEventPtr event(
       rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
   if (!event)
     return Status::Kafka("creating offsets topic '" + topic_ + "' timed out after " +
@@ -233,7 +197,7 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   // nothing is committed, so the name only has to be unique.
   const std::string group =
       "walrelay-offsets-reader-" + std::to_string(::getpid()) + "-" + std::to_string(readers++);
-  auto client = NewClient<ConsumerDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+  auto client = NewClient<KafkaConsumerDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
                                            {{"group.id", group},
                                             {"isolation.level", "read_committed"},
                                             {"enable.auto.commit", "false"},
@@ -253,7 +217,7 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   // offset record may lie past such a transaction: the read is complete only at these ends.
   // They are asked for by a read_uncommitted client: a read_committed one is told the last
   // stable offset again.
-  auto end_client = NewClient<HandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
+  auto end_client = NewClient<KafkaHandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
                                              {{"isolation.level", "read_uncommitted"},
                                               {"allow.auto.create.topics", "false"}});
   if (!end_client.ok()) return end_client.status();
@@ -269,7 +233,7 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   }
   if (end_at_start.empty()) return std::optional<SourceOffset>();
 
-  std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter> list(
+  KafkaPartitionListPtr list(
       rd_kafka_topic_partition_list_new(static_cast<int>(end_at_start.size())));
   for (const auto& [p, end] : end_at_start)
     rd_kafka_topic_partition_list_add(list.get(), topic_.c_str(), p)->offset =
@@ -303,7 +267,7 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
           "readers, so this relay's newest position may not be readable yet; it is not started "
           "from an older one. Give each connector its own offsets.storage.topic");
     }
-    std::unique_ptr<rd_kafka_message_t, MessageDeleter> m(
+    KafkaMessagePtr m(
         rd_kafka_consumer_poll(rk, static_cast<int>(std::min<int64_t>(left.count(), 200))));
     if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {

@@ -20,13 +20,6 @@
 namespace walrelay {
 namespace {
 
-struct ConfDeleter {
-  void operator()(rd_kafka_conf_t* c) const { rd_kafka_conf_destroy(c); }
-};
-struct HeadersDeleter {
-  void operator()(rd_kafka_headers_t* h) const { rd_kafka_headers_destroy(h); }
-};
-
 std::string Printable(const void* data, size_t len) {
   if (!data) return "(null)";
   std::string s(static_cast<const char*>(data), std::min<size_t>(len, 100));
@@ -187,7 +180,7 @@ class KafkaProducer::MetadataPrefetcher {
       const std::string topic = std::move(pending_.front());
       pending_.pop_front();
       lock.unlock();
-      std::unique_ptr<rd_kafka_topic_t, TopicDeleter> rkt(rd_kafka_topic_new(rk_, topic.c_str(), nullptr));
+      KafkaTopicPtr rkt(rd_kafka_topic_new(rk_, topic.c_str(), nullptr));
       const rd_kafka_metadata_t* md = nullptr;
       if (rkt && rd_kafka_metadata(rk_, 0, rkt.get(), &md, kTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_metadata_destroy(md);
@@ -227,7 +220,7 @@ std::string DescribeRecord(const Record& record) {
 Result<std::unique_ptr<KafkaProducer>> KafkaProducer::Create(
     const std::map<std::string, std::string>& properties, DeliveryHandler handler,
     FailureHandler on_failure, const std::set<std::string>& hidden_value_keys) {
-  std::unique_ptr<rd_kafka_conf_t, ConfDeleter> conf(rd_kafka_conf_new());
+  KafkaConfPtr conf(rd_kafka_conf_new());
   char errstr[512];
   for (const auto& [key, value] : properties) {
     const rd_kafka_conf_res_t res =
@@ -295,7 +288,7 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
     if (error_code) *error_code = RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
     return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + invalid.message());
   }
-  std::unique_ptr<rd_kafka_headers_t, HeadersDeleter> headers;
+  KafkaHeadersPtr headers;
   if (!record.headers.empty()) {
     headers.reset(rd_kafka_headers_new(record.headers.size()));
     for (const auto& h : record.headers) {

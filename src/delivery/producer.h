@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
 #include "common/status.h"
 #include "delivery/record_sink.h"
 #include "transform/record.h"
@@ -109,18 +110,9 @@ class KafkaProducer final : public RecordSink {
   // served yet: report the fatal error before it.
   void ReportFatalErrorFirst(rd_kafka_t* rk);
 
-  struct HandleDeleter {
-    void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-  };
-  struct QueueDeleter {
-    void operator()(rd_kafka_queue_t* q) const { rd_kafka_queue_destroy(q); }
-  };
-  std::unique_ptr<rd_kafka_t, HandleDeleter> rk_;
-  struct TopicDeleter {
-    void operator()(rd_kafka_topic_t* t) const { rd_kafka_topic_destroy(t); }
-  };
-  std::unique_ptr<rd_kafka_queue_t, QueueDeleter> main_queue_;
-  std::unordered_map<std::string, std::unique_ptr<rd_kafka_topic_t, TopicDeleter>> topics_;
+  KafkaHandlePtr rk_;
+  KafkaQueuePtr main_queue_;
+  std::unordered_map<std::string, KafkaTopicPtr> topics_;
   // Declared after rk_ so that it is destroyed (and its thread joined) before the handle.
   std::unique_ptr<MetadataPrefetcher> prefetcher_;
   DeliveryHandler handler_;

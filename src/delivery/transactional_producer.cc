@@ -2,12 +2,10 @@
 
 #include <algorithm>
 
+#include "common/rdkafka_handles.h"
+
 namespace walrelay {
 namespace {
-
-struct ErrorDeleter {
-  void operator()(rd_kafka_error_t* e) const { rd_kafka_error_destroy(e); }
-};
 
 int TimeoutMs(std::chrono::milliseconds timeout) {
   return static_cast<int>(std::max<int64_t>(1, timeout.count()));
@@ -66,7 +64,7 @@ TxnStatus TransactionalProducer::FromError(rd_kafka_error_t* raw, const std::str
 
 TxnStatus TxnStatusFromError(rd_kafka_t* rk, rd_kafka_error_t* raw,
                              const std::string& transactional_id, const std::string& operation) {
-  std::unique_ptr<rd_kafka_error_t, ErrorDeleter> error(raw);
+  KafkaErrorPtr error(raw);
   if (!error) return TxnStatus::Ok();
   rd_kafka_resp_err_t code = rd_kafka_error_code(error.get());
   std::string text = rd_kafka_error_string(error.get());

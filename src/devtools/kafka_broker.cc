@@ -1,6 +1,5 @@
 #include "devtools/kafka_broker.h"
 
-#include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -12,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/rdkafka_handles.h"
 #include "devtools/free_port.h"
 #include "devtools/test_pki.h"
 
@@ -71,14 +71,9 @@ std::string TailOfFile(const std::string& path, int lines) {
   return out;
 }
 
-struct RdKafkaDeleter {
-  void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-};
-using RdKafkaHandle = std::unique_ptr<rd_kafka_t, RdKafkaDeleter>;
-
 // A short-lived client handle for metadata and admin requests. Its connection errors while a
 // node starts are expected, so it logs nothing.
-Result<RdKafkaHandle> AdminHandle(const std::string& bootstrap) {
+Result<KafkaHandlePtr> AdminHandle(const std::string& bootstrap) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[256];
   if (rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), errstr, sizeof errstr) !=
@@ -92,13 +87,8 @@ Result<RdKafkaHandle> AdminHandle(const std::string& bootstrap) {
     rd_kafka_conf_destroy(conf);
     return Status::Internal(std::string("cannot create an admin client: ") + errstr);
   }
-  return RdKafkaHandle(rk);
+  return KafkaHandlePtr(rk);
 }
-
-struct MetadataDeleter {
-  void operator()(const rd_kafka_metadata_t* md) const { rd_kafka_metadata_destroy(md); }
-};
-using Metadata = std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter>;
 
 }  // namespace
 
@@ -289,7 +279,7 @@ Status KafkaBroker::WaitReady(const std::vector<int>& ids, std::chrono::seconds 
       const rd_kafka_metadata_t* md = nullptr;
       const rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, nullptr, &md, 1000);
       if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        Metadata owned(md);
+        KafkaMetadataPtr owned(md);
         // Ready when the node answers and sees every node of the cluster registered.
         bool self_listed = false;
         for (int b = 0; b < md->broker_cnt; ++b) self_listed |= md->brokers[b].id == id;
@@ -406,15 +396,12 @@ Status KafkaBroker::CreateTopic(const std::string& topic, int partitions, int re
   rd_kafka_NewTopic_t* new_topic = rd_kafka_NewTopic_new(topic.c_str(), partitions,
                                                          replication_factor, errstr, sizeof errstr);
   if (!new_topic) return Status::Internal("topic '" + topic + "': " + errstr);
-  std::unique_ptr<rd_kafka_NewTopic_t, decltype(&rd_kafka_NewTopic_destroy)> owned_topic(
-      new_topic, &rd_kafka_NewTopic_destroy);
+  KafkaNewTopicPtr owned_topic(new_topic);
   for (const auto& [key, value] : configs)
     rd_kafka_NewTopic_set_config(new_topic, key.c_str(), value.c_str());
-  std::unique_ptr<rd_kafka_queue_t, decltype(&rd_kafka_queue_destroy)> queue(
-      rd_kafka_queue_new(rk->get()), &rd_kafka_queue_destroy);
+  KafkaQueuePtr queue(rd_kafka_queue_new(rk->get()));
   rd_kafka_CreateTopics(rk->get(), &new_topic, 1, nullptr, queue.get());
-  std::unique_ptr<rd_kafka_event_t, decltype(&rd_kafka_event_destroy)> event(
-      rd_kafka_queue_poll(queue.get(), 30000), &rd_kafka_event_destroy);
+  KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), 30000));
   if (!event) return Status::Kafka("CreateTopics for '" + topic + "' got no answer in 30 s");
   if (rd_kafka_event_error(event.get()))
     return Status::Kafka("CreateTopics '" + topic + "': " + rd_kafka_event_error_string(event.get()));
@@ -442,12 +429,11 @@ Status KafkaBroker::CreateTopic(const std::string& topic, int partitions, int re
 Result<int> KafkaBroker::LeaderOf(const std::string& topic, int partition) const {
   auto rk = AdminHandle(bootstrap_servers_);
   if (!rk.ok()) return rk.status();
-  std::unique_ptr<rd_kafka_topic_t, decltype(&rd_kafka_topic_destroy)> rkt(
-      rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr), &rd_kafka_topic_destroy);
+  KafkaTopicPtr rkt(rd_kafka_topic_new(rk->get(), topic.c_str(), nullptr));
   const rd_kafka_metadata_t* md = nullptr;
   const rd_kafka_resp_err_t err = rd_kafka_metadata(rk->get(), 0, rkt.get(), &md, 5000);
   if (err) return Status::Kafka("metadata for '" + topic + "': " + rd_kafka_err2str(err));
-  Metadata owned(md);
+  KafkaMetadataPtr owned(md);
   for (int t = 0; t < md->topic_cnt; ++t) {
     const auto& tm = md->topics[t];
     if (topic != tm.topic) continue;

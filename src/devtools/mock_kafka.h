@@ -18,13 +18,11 @@
 // thread and librdkafka serialises the control calls onto it.
 #pragma once
 
-#include <librdkafka/rdkafka.h>
-#include <librdkafka/rdkafka_mock.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "common/rdkafka_handles.h"
 #include "common/status.h"
 
 namespace walrelay::devtools {
@@ -53,18 +51,11 @@ class MockKafka {
   void PushProduceErrors(int count, rd_kafka_resp_err_t err);
 
  private:
-  struct HandleDeleter {
-    void operator()(rd_kafka_t* rk) const { rd_kafka_destroy(rk); }
-  };
-  struct ClusterDeleter {
-    void operator()(rd_kafka_mock_cluster_t* c) const { rd_kafka_mock_cluster_destroy(c); }
-  };
-
   MockKafka() = default;
 
   // Declared before cluster_ so it is destroyed after it: the cluster runs on this handle.
-  std::unique_ptr<rd_kafka_t, HandleDeleter> handle_;
-  std::unique_ptr<rd_kafka_mock_cluster_t, ClusterDeleter> cluster_;
+  KafkaHandlePtr handle_;
+  KafkaMockClusterPtr cluster_;
   std::string bootstrap_servers_;
   int brokers_ = 0;
 };

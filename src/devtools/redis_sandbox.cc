@@ -1,6 +1,5 @@
 #include "devtools/redis_sandbox.h"
 
-#include <hiredis/hiredis.h>
 #include <signal.h>
 
 #include <chrono>
@@ -8,19 +7,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/hiredis_handles.h"
 #include "devtools/free_port.h"
 
 namespace walrelay::devtools {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct ContextDeleter {
-  void operator()(redisContext* c) const { redisFree(c); }
-};
-struct ReplyDeleter {
-  void operator()(redisReply* r) const { freeReplyObject(r); }
-};
 
 std::string Render(const redisReply* r) {
   switch (r->type) {
@@ -101,7 +94,7 @@ Result<std::string> RedisCommandAt(const std::string& host, int port,
                                    const std::vector<std::string>& args,
                                    const std::string& password) {
   timeval tv{2, 0};
-  std::unique_ptr<redisContext, ContextDeleter> c(redisConnectWithTimeout(host.c_str(), port, tv));
+  RedisContextPtr c(redisConnectWithTimeout(host.c_str(), port, tv));
   if (!c || c->err != 0)
     return Status::Connection("cannot connect to redis-server at " + host + ":" +
                               std::to_string(port) + (c ? std::string(": ") + c->errstr : ""));
@@ -109,7 +102,7 @@ Result<std::string> RedisCommandAt(const std::string& host, int port,
   if (!password.empty()) {
     const char* auth_argv[] = {"AUTH", password.c_str()};
     const size_t auth_lens[] = {4, password.size()};
-    std::unique_ptr<redisReply, ReplyDeleter> auth(
+    RedisReplyPtr auth(
         static_cast<redisReply*>(redisCommandArgv(c.get(), 2, auth_argv, auth_lens)));
     if (!auth) return Status::Connection(std::string("redis-server: ") + c->errstr);
     if (auth->type == REDIS_REPLY_ERROR) return Status::Precondition(Render(auth.get()));
@@ -120,7 +113,7 @@ Result<std::string> RedisCommandAt(const std::string& host, int port,
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  std::unique_ptr<redisReply, ReplyDeleter> r(static_cast<redisReply*>(
+  RedisReplyPtr r(static_cast<redisReply*>(
       redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
   if (!r) return Status::Connection(std::string("redis-server: ") + c->errstr);
   if (r->type == REDIS_REPLY_ERROR) return Status::Precondition(Render(r.get()));

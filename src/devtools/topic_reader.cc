@@ -20,40 +20,18 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kTopicWait = std::chrono::seconds(10);
 constexpr int kMetadataTimeoutMs = 5000;
 
-struct MetadataDeleter {
-  void operator()(const rd_kafka_metadata_t* md) const { rd_kafka_metadata_destroy(md); }
-};
-using MetadataPtr = std::unique_ptr<const rd_kafka_metadata_t, MetadataDeleter>;
-
-struct MessageDeleter {
-  void operator()(rd_kafka_message_t* m) const { rd_kafka_message_destroy(m); }
-};
-using MessagePtr = std::unique_ptr<rd_kafka_message_t, MessageDeleter>;
-
-struct PartitionListDeleter {
-  void operator()(rd_kafka_topic_partition_list_t* l) const {
-    rd_kafka_topic_partition_list_destroy(l);
-  }
-};
-using PartitionListPtr = std::unique_ptr<rd_kafka_topic_partition_list_t, PartitionListDeleter>;
-
-struct ErrorDeleter {
-  void operator()(rd_kafka_error_t* e) const { rd_kafka_error_destroy(e); }
-};
-using ErrorPtr = std::unique_ptr<rd_kafka_error_t, ErrorDeleter>;
-
 // Connection failures reach error_cb and last_error(); as log lines they would only clutter
 // test output, so only critical messages are printed.
 void QuietLog(const rd_kafka_t*, int level, const char* fac, const char* buf) {
   if (level <= 2) std::fprintf(stderr, "topic-reader: %s: %s\n", fac, buf);
 }
 
-Result<MetadataPtr> FetchMetadata(rd_kafka_t* rk, int timeout_ms = kMetadataTimeoutMs) {
+Result<KafkaMetadataPtr> FetchMetadata(rd_kafka_t* rk, int timeout_ms = kMetadataTimeoutMs) {
   const rd_kafka_metadata_t* md = nullptr;
   const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, nullptr, &md, timeout_ms);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return Status::Kafka(std::string("metadata request failed: ") + rd_kafka_err2str(err));
-  return MetadataPtr(md);
+  return KafkaMetadataPtr(md);
 }
 
 ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
@@ -103,11 +81,6 @@ std::string IsoUtc(int64_t ms) {
 }
 
 }  // namespace
-
-void TopicReader::HandleDeleter::operator()(rd_kafka_t* rk) const {
-  rd_kafka_consumer_close(rk);
-  rd_kafka_destroy(rk);
-}
 
 Result<std::unique_ptr<TopicReader>> TopicReader::Create(const std::string& bootstrap_servers,
                                                          IsolationLevel isolation) {
@@ -193,7 +166,7 @@ Status TopicReader::AssignExisting(const std::vector<std::string>& topics, int m
     problem = md.status().message();
     return Status::Ok();
   }
-  PartitionListPtr list(rd_kafka_topic_partition_list_new(0));
+  KafkaPartitionListPtr list(rd_kafka_topic_partition_list_new(0));
   std::vector<std::pair<std::string, int32_t>> added;
   for (int i = 0; i < (*md)->topic_cnt; ++i) {
     const rd_kafka_metadata_topic_t& t = (*md)->topics[i];
@@ -211,7 +184,7 @@ Status TopicReader::AssignExisting(const std::vector<std::string>& topics, int m
   }
   if (added.empty()) return Status::Ok();
   // Incremental, so partitions already being read keep their position.
-  ErrorPtr error(rd_kafka_incremental_assign(consumer_.get(), list.get()));
+  KafkaErrorPtr error(rd_kafka_incremental_assign(consumer_.get(), list.get()));
   if (error) return Status::Kafka(std::string("assign: ") + rd_kafka_error_string(error.get()));
   assigned_.insert(added.begin(), added.end());
   return Status::Ok();
@@ -243,7 +216,7 @@ void TopicReader::PollInto(std::vector<ConsumedRecord>& out, std::chrono::millis
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     const int wait_ms = static_cast<int>(std::clamp<int64_t>(remaining.count(), 0, 100));
-    MessagePtr msg(rd_kafka_consumer_poll(consumer_.get(), wait_ms));
+    KafkaMessagePtr msg(rd_kafka_consumer_poll(consumer_.get(), wait_ms));
     if (!msg) continue;
     if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) continue;
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {

@@ -12,8 +12,6 @@
 // independent.
 #pragma once
 
-#include <librdkafka/rdkafka.h>
-
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -24,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
 #include "common/status.h"
 #include "transform/record.h"
 
@@ -80,10 +79,6 @@ class TopicReader {
   std::string last_error() const;
 
  private:
-  struct HandleDeleter {
-    void operator()(rd_kafka_t* rk) const;
-  };
-
   TopicReader() = default;
   static void ErrorCallback(rd_kafka_t* rk, int err, const char* reason, void* opaque);
   void SetLastError(std::string error);
@@ -96,7 +91,7 @@ class TopicReader {
   void PollInto(std::vector<ConsumedRecord>& out, std::chrono::milliseconds timeout,
                 size_t stop_after);
 
-  std::unique_ptr<rd_kafka_t, HandleDeleter> consumer_;
+  KafkaConsumerPtr consumer_;
   std::set<std::pair<std::string, int32_t>> assigned_;
   mutable std::mutex error_mu_;  // error_cb runs on librdkafka's threads
   std::string last_error_;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../integration/relay_fixture.h"
+#include "common/rdkafka_handles.h"
 #include "walrelay/consumer.h"
 
 namespace walrelay::testing {
@@ -43,10 +44,9 @@ class TestProducer {
     for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()}, {"linger.ms", "0"}}) {
       REQUIRE(rd_kafka_conf_set(conf, k, v, err, sizeof(err)) == RD_KAFKA_CONF_OK);
     }
-    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    rk_.reset(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
     REQUIRE_MESSAGE(rk_ != nullptr, err);
   }
-  ~TestProducer() { rd_kafka_destroy(rk_); }
   TestProducer(const TestProducer&) = delete;
   TestProducer& operator=(const TestProducer&) = delete;
 
@@ -58,15 +58,15 @@ class TestProducer {
     void* value_data = const_cast<char*>(value.data());
     const void* key_data = key.data();
     const rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+        rk_.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_data, key.size()),
         RD_KAFKA_V_VALUE(value_data, value.size()), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
     REQUIRE_MESSAGE(err == RD_KAFKA_RESP_ERR_NO_ERROR, rd_kafka_err2str(err));
-    REQUIRE(rd_kafka_flush(rk_, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR);
+    REQUIRE(rd_kafka_flush(rk_.get(), 10000) == RD_KAFKA_RESP_ERR_NO_ERROR);
   }
 
  private:
-  rd_kafka_t* rk_ = nullptr;
+  KafkaHandlePtr rk_;
 };
 
 // A Consumer running on its own thread until Stop() or destruction.

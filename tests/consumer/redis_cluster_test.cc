@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 
+#include "common/rdkafka_handles.h"
 #include "consumer/redis_cluster.h"
 #include "consumer_fixture.h"
 #include "devtools/redis_cluster_sandbox.h"
@@ -233,8 +234,7 @@ void ProduceAll(const std::string& bootstrap, const std::string& topic, int part
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   REQUIRE(rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof(err)) ==
           RD_KAFKA_CONF_OK);
-  std::unique_ptr<rd_kafka_t, decltype(&rd_kafka_destroy)> rk(
-      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)), &rd_kafka_destroy);
+  KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
   REQUIRE_MESSAGE(rk != nullptr, err);
   for (int i = 0; i < count; ++i) {
     const std::string id = "p-" + std::to_string(i);

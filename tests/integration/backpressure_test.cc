@@ -6,9 +6,6 @@
 // The ledger case is sized for CI; bench/ledger_memory.sh runs it at full size through
 // WALRELAY_LEDGER_OUTBOX_ROWS, WALRELAY_LEDGER_OTHER_TRANSACTIONS and
 // WALRELAY_LEDGER_RSS_LIMIT_MIB.
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -37,46 +34,6 @@ long ProcKib(pid_t pid, const std::string& field) {
 long EnvLong(const char* name, long fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atol(v) : fallback;
-}
-
-// One request that must be answered within `timeout`; status 0 when it is not.
-Reply HttpWithin(int port, const std::string& path, std::chrono::milliseconds timeout) {
-  Reply reply;
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  timeval tv{static_cast<time_t>(timeout.count() / 1000),
-             static_cast<suseconds_t>(timeout.count() % 1000 * 1000)};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return reply;
-  }
-  const std::string request = "GET " + path +
-                              " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return reply;
-  }
-  std::string raw;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) raw.append(buf, n);
-  close(fd);
-  if (raw.rfind("HTTP/1.1 ", 0) == 0) reply.status = std::atoi(raw.c_str() + 9);
-  if (auto body = raw.find("\r\n\r\n"); body != std::string::npos) reply.body = raw.substr(body + 4);
-  return reply;
-}
-
-// The value of an unlabelled (or exactly labelled) sample in /metrics text; -1 if absent.
-long Metric(const std::string& text, const std::string& sample) {
-  const std::string prefix = "\n" + sample + " ";
-  const size_t pos = text.find(prefix);
-  if (pos == std::string::npos) return -1;
-  return std::atol(text.c_str() + pos + prefix.size());
 }
 
 std::string StuckEvent() {
@@ -130,12 +87,13 @@ TEST_CASE("a partition without a leader: the ack ledger stays bounded while the 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 + outbox_rows / 500);
   while (std::chrono::steady_clock::now() < deadline) {
     peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
-    metrics = HttpWithin(port, "/metrics", 5s).body;
-    entries = Metric(metrics, "walrelay_ack_ledger_entries");
-    inflight = Metric(metrics, "walrelay_inflight_records");
+    metrics = Http(port, "GET", "/metrics", {}, 5s).body;
+    entries = static_cast<long>(Metric(metrics, "walrelay_ack_ledger_entries").value_or(-1));
+    inflight = static_cast<long>(Metric(metrics, "walrelay_inflight_records").value_or(-1));
     peak_entries = std::max(peak_entries, entries);
     CHECK(fx.ConfirmedFlush("ledger") <= before_stuck);
-    acked = Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Customer\"}");
+    acked = static_cast<long>(
+        Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Customer\"}").value_or(-1));
     if (acked >= expected_customer) break;
     std::this_thread::sleep_for(200ms);
   }
@@ -192,7 +150,7 @@ TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and d
   std::string metrics;
   const auto held_deadline = std::chrono::steady_clock::now() + 15s;
   while (std::chrono::steady_clock::now() < held_deadline) {
-    metrics = HttpWithin(port, "/metrics", 2s).body;
+    metrics = Http(port, "GET", "/metrics", {}, 2s).body;
     if (Metric(metrics, "walrelay_held_records") >= 1) break;
     std::this_thread::sleep_for(100ms);
   }
@@ -209,7 +167,7 @@ TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and d
         "application_name = 'walrelay'");
     if (reply_time.ok() && !reply_time->empty()) reply_times.insert(*reply_time);
     const auto asked = std::chrono::steady_clock::now();
-    const Reply status = HttpWithin(port, "/connectors/itest-qfull/status", 2s);
+    const Reply status = Http(port, "GET", "/connectors/itest-qfull/status", {}, 2s);
     CHECK(status.status == 200);
     CHECK(std::chrono::steady_clock::now() - asked < 1s);
     std::this_thread::sleep_for(250ms);

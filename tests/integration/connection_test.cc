@@ -29,14 +29,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::optional<double> Metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 RelaySettings Settings(RelayFixture& fx, const std::string& slot,
                        const std::map<std::string, std::string>& overrides) {
   auto config = LoadConnectorConfig(fx.WriteConfig(slot, overrides));

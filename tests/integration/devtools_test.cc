@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
 #include "devtools/child_process.h"
 #include "devtools/mock_kafka.h"
 #include "devtools/pg_sandbox.h"
@@ -66,10 +67,9 @@ class TestProducer {
       static_cast<TestProducer*>(op)->results_.push_back(m->err);
     });
     rd_kafka_conf_set_opaque(conf, this);
-    rk_ = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    rk_.reset(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err)));
     REQUIRE(rk_ != nullptr);
   }
-  ~TestProducer() { rd_kafka_destroy(rk_); }
   TestProducer(const TestProducer&) = delete;
   TestProducer& operator=(const TestProducer&) = delete;
 
@@ -84,7 +84,7 @@ class TestProducer {
     void* value_ptr = value ? const_cast<char*>(value->data()) : nullptr;
     const size_t value_len = value ? value->size() : 0;
     const rd_kafka_resp_err_t err = rd_kafka_producev(
-        rk_, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key_ptr, key_len),
+        rk_.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_KEY(key_ptr, key_len),
         RD_KAFKA_V_VALUE(value_ptr, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_headers_destroy(hdrs);
@@ -92,13 +92,14 @@ class TestProducer {
   }
   // True when every message was delivered or failed within the timeout.
   bool Flush(std::chrono::milliseconds timeout) {
-    return rd_kafka_flush(rk_, static_cast<int>(timeout.count())) == RD_KAFKA_RESP_ERR_NO_ERROR;
+    return rd_kafka_flush(rk_.get(), static_cast<int>(timeout.count())) ==
+           RD_KAFKA_RESP_ERR_NO_ERROR;
   }
   int PartitionCount(const std::string& topic) {
-    rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_, topic.c_str(), nullptr);
+    rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk_.get(), topic.c_str(), nullptr);
     const rd_kafka_metadata_t* md = nullptr;
     int count = -1;
-    if (rd_kafka_metadata(rk_, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+    if (rd_kafka_metadata(rk_.get(), 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR &&
         md->topic_cnt == 1)
       count = md->topics[0].partition_cnt;
     if (md) rd_kafka_metadata_destroy(md);
@@ -108,7 +109,7 @@ class TestProducer {
   std::vector<rd_kafka_resp_err_t> results_;
 
  private:
-  rd_kafka_t* rk_ = nullptr;
+  KafkaHandlePtr rk_;
 };
 
 // ---------------------------------------------------------------------------------------------

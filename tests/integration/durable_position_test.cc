@@ -16,6 +16,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/rdkafka_handles.h"
 #include "config/relay_settings.h"
 #include "delivery/offset_store.h"
 #include "delivery/source_offsets.h"
@@ -347,18 +348,14 @@ Status AddPartitions(const std::string& bootstrap, const std::string& topic, int
   char err[512];
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   rd_kafka_conf_set(conf, "bootstrap.servers", bootstrap.c_str(), err, sizeof err);
-  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> rk(
-      rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err), rd_kafka_destroy);
+  KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err));
   if (!rk) return Status::Kafka(err);
-  std::unique_ptr<rd_kafka_NewPartitions_t, void (*)(rd_kafka_NewPartitions_t*)> partitions(
-      rd_kafka_NewPartitions_new(topic.c_str(), static_cast<size_t>(total), err, sizeof err),
-      rd_kafka_NewPartitions_destroy);
-  std::unique_ptr<rd_kafka_queue_t, void (*)(rd_kafka_queue_t*)> queue(
-      rd_kafka_queue_new(rk.get()), rd_kafka_queue_destroy);
+  KafkaNewPartitionsPtr partitions(
+      rd_kafka_NewPartitions_new(topic.c_str(), static_cast<size_t>(total), err, sizeof err));
+  KafkaQueuePtr queue(rd_kafka_queue_new(rk.get()));
   rd_kafka_NewPartitions_t* list[] = {partitions.get()};
   rd_kafka_CreatePartitions(rk.get(), list, 1, nullptr, queue.get());
-  std::unique_ptr<rd_kafka_event_t, void (*)(rd_kafka_event_t*)> event(
-      rd_kafka_queue_poll(queue.get(), 30000), rd_kafka_event_destroy);
+  KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), 30000));
   if (!event) return Status::Kafka("CreatePartitions timed out");
   if (rd_kafka_event_error(event.get()))
     return Status::Kafka(rd_kafka_event_error_string(event.get()));

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/rdkafka_handles.h"
 #include "delivery/offset_store.h"
 #include "delivery/source_offsets.h"
 #include "delivery/transactional_producer.h"
@@ -54,11 +55,7 @@ std::vector<std::string> ReadValues(const std::string& topic, const std::string&
            {"enable.auto.commit", "false"},
            {"enable.partition.eof", "true"}})
     REQUIRE(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) == RD_KAFKA_CONF_OK);
-  std::unique_ptr<rd_kafka_t, void (*)(rd_kafka_t*)> rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err),
-                                                         [](rd_kafka_t* h) {
-                                                           rd_kafka_consumer_close(h);
-                                                           rd_kafka_destroy(h);
-                                                         });
+  KafkaConsumerPtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err));
   REQUIRE_MESSAGE(rk, err);
   const rd_kafka_metadata_t* md = nullptr;
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk.get(), topic.c_str(), nullptr);

@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "common/rdkafka_handles.h"
 #include "devtools/kafka_broker.h"
 #include "devtools/topic_reader.h"
 
@@ -17,13 +18,6 @@ namespace walrelay::devtools {
 namespace {
 
 using namespace std::chrono_literals;
-
-struct Handle {
-  rd_kafka_t* rk = nullptr;
-  ~Handle() {
-    if (rk) rd_kafka_destroy(rk);
-  }
-};
 
 // Produces `count` records to `topic` with acks=all and waits for every report; returns how
 // many were acknowledged, or -1 if the client could not be made.
@@ -56,17 +50,16 @@ int ProduceAcked(const std::map<std::string, std::string>& conf_values, const st
     auto* c = static_cast<Counts*>(opaque);
     if (c->error.empty()) c->error = std::string(rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(e))) + ": " + reason;
   });
-  Handle h;
-  h.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  REQUIRE_MESSAGE(h.rk, err);
+  KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err));
+  REQUIRE_MESSAGE(rk, err);
   for (int i = 0; i < count; ++i) {
     const std::string value = "value-" + std::to_string(i);
-    REQUIRE(rd_kafka_producev(h.rk, RD_KAFKA_V_TOPIC(topic.c_str()),
+    REQUIRE(rd_kafka_producev(rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()),
                               RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
                               RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                               RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR_NO_ERROR);
   }
-  rd_kafka_flush(h.rk, 20000);
+  rd_kafka_flush(rk.get(), 20000);
   if (first_error) *first_error = counts.error;
   return counts.acked;
 }
@@ -121,14 +114,13 @@ TEST_CASE("topics are created with their configs; the broker enforces them") {
   rd_kafka_conf_set_dr_msg_cb(conf, [](rd_kafka_t*, const rd_kafka_message_t* m, void* opaque) {
     *static_cast<rd_kafka_resp_err_t*>(opaque) = m->err;
   });
-  Handle h;
-  h.rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-  REQUIRE(h.rk);
+  KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err));
+  REQUIRE(rk);
   std::string big(5000, 'x');
-  REQUIRE(rd_kafka_producev(h.rk, RD_KAFKA_V_TOPIC("sandbox.small"),
+  REQUIRE(rd_kafka_producev(rk.get(), RD_KAFKA_V_TOPIC("sandbox.small"),
                             RD_KAFKA_V_VALUE(big.data(), big.size()),
                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END) == 0);
-  rd_kafka_flush(h.rk, 20000);
+  rd_kafka_flush(rk.get(), 20000);
   CHECK(delivery == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE);
   CHECK(!broker.CreateTopic("sandbox.small", 1, 1).ok());  // exists already
 }

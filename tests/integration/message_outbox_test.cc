@@ -27,14 +27,6 @@ const std::map<std::string, std::string> kMessageOutbox = {
     {"message.prefix.include.list", "outbox"},
 };
 
-// The value of one sample in /metrics text; -1 if absent.
-long Metric(const std::string& text, const std::string& sample) {
-  const std::string prefix = "\n" + sample + " ";
-  const size_t pos = text.find(prefix);
-  if (pos == std::string::npos) return -1;
-  return std::atol(text.c_str() + pos + prefix.size());
-}
-
 std::vector<ConsumedRecord> ReadAll(devtools::TopicReader& reader,
                                     const std::vector<std::string>& topics, size_t expected) {
   auto records = reader.ReadAtLeast(topics, expected, 30s);

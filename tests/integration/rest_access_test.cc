@@ -53,14 +53,6 @@ std::string BasicHeader(const std::string& user, const std::string& password) {
   return "Authorization: Basic " + Base64(user + ":" + password);
 }
 
-std::optional<double> Metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 double Refused(int port, const std::string& reason) {
   const auto value = Metric(Http(port, "GET", "/metrics").body,
                             "walrelay_rest_requests_refused_total{reason=\"" + reason + "\"}");
@@ -384,17 +376,6 @@ std::string ReadToEnd(int fd) {
   return raw;
 }
 
-int ConnectTo(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  return fd;
-}
-
 }  // namespace
 
 TEST_CASE("REST connections: beyond rest.max.connections refused and logged, open ones served") {
@@ -405,12 +386,14 @@ TEST_CASE("REST connections: beyond rest.max.connections refused and logged, ope
 
   std::vector<int> kept;
   for (int i = 0; i < 3; ++i) {
-    kept.push_back(ConnectTo(port));
+    kept.push_back(ConnectLoopback(port));
+    REQUIRE(kept.back() >= 0);
     CHECK(KeepAliveRequest(kept.back(), status).rfind("HTTP/1.1 200 OK", 0) == 0);
   }
   // A fourth and fifth connection: answered 503 before any request, then closed.
   for (int i = 0; i < 2; ++i) {
-    const int extra = ConnectTo(port);
+    const int extra = ConnectLoopback(port);
+    REQUIRE(extra >= 0);
     const std::string answer = ReadToEnd(extra);
     close(extra);
     CHECK_MESSAGE(answer.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0, answer);
@@ -563,22 +546,6 @@ double ProcessCpuSeconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-int ConnectLoopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Sends one keep-alive GET on `fd` and returns the answer's status line ("" on failure).
 std::string Exchange(int fd) {
   const std::string request = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
@@ -644,7 +611,7 @@ TEST_CASE("REST accept: out of file descriptors, the server neither spins nor st
   } stop_loop{io, loop};
 
   // A client connected before the shortage must keep being served through it.
-  const int kept = ConnectLoopback(port);
+  const int kept = ConnectLoopback(port, std::chrono::seconds(5));
   REQUIRE(kept >= 0);
   CHECK(Exchange(kept) == "HTTP/1.1 200 OK");
 
@@ -653,7 +620,7 @@ TEST_CASE("REST accept: out of file descriptors, the server neither spins nor st
     FdExhaustion exhaustion;
     exhaustion.FreeOne();
     // Accepted by the kernel; walrelay's accept() now fails with EMFILE.
-    waiting = ConnectLoopback(port);
+    waiting = ConnectLoopback(port, std::chrono::seconds(5));
     REQUIRE(waiting >= 0);
     REQUIRE(Eventually([&] { return (*server)->accept_errors() >= 1; }, std::chrono::seconds(5)));
 
@@ -672,7 +639,7 @@ TEST_CASE("REST accept: out of file descriptors, the server neither spins nor st
   }
   // Descriptors are free again: the waiting connection is accepted and served.
   CHECK(Exchange(waiting) == "HTTP/1.1 200 OK");
-  const int fresh = ConnectLoopback(port);
+  const int fresh = ConnectLoopback(port, std::chrono::seconds(5));
   REQUIRE(fresh >= 0);
   CHECK(Exchange(fresh) == "HTTP/1.1 200 OK");
   for (int fd : {kept, waiting, fresh}) close(fd);

@@ -16,14 +16,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::optional<double> Metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 // Writes `mb` MB of WAL on a table the relay does not relay, switching WAL files.
 void WriteWal(RelayFixture& fx, int mb) {
   for (int i = 0; i < mb / 4; ++i) {

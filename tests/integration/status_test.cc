@@ -26,15 +26,6 @@ namespace {
 
 constexpr const char* kPassword = "pw-Zq81-never-shown";
 
-// The value of one sample line, e.g. Metric(text, "walrelay_up") or with labels in `name`.
-std::optional<double> Metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nullopt;
-}
-
 double SumFamily(const std::string& text, const std::string& family) {
   double sum = 0;
   std::istringstream in(text);

@@ -420,6 +420,11 @@ class DynamoStore final : public IdempotencyStore {
                     std::chrono::milliseconds failed_ttl) override;
   // DynamoDB's TTL deletes expired items: always 0.
   Result<int64_t> CleanupBatch(int batch_size) override;
+  // The batch's claims on up to eight connections at once (one conditional write per key).
+  Result<std::vector<Claim>> AcquireBatch(const std::string& consumer,
+                                          const std::vector<BatchRecord>& records,
+                                          const std::string& owner,
+                                          std::chrono::milliseconds lease) override;
   Status Unclaim(const std::string& consumer, const std::string& key,
                  const std::string& owner) override;
 

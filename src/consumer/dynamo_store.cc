@@ -17,7 +17,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <atomic>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "consumer/dynamo_client.h"
@@ -119,6 +121,13 @@ struct DynamoStore::Impl {
   // The owner and fencing token of each key claimed by Acquire, for the Run that follows.
   std::map<std::string, std::pair<std::string, int64_t>> tokens;
   std::unique_ptr<DynamoClient> renew_client;  // used from the renewer's thread only
+  // AcquireBatch's connections, one per claiming thread.
+  static constexpr size_t kClaimConnections = 8;
+  std::vector<std::unique_ptr<DynamoClient>> claim_clients;
+
+  Result<Claim> ClaimOn(DynamoClient& c, const std::string& consumer, const std::string& key,
+                        const std::string& owner, std::chrono::milliseconds lease,
+                        const Message& message);
   std::unique_ptr<Renewer> renewer;
 
   std::string KeyJson(const std::string& consumer, const std::string& key) const {
@@ -143,13 +152,13 @@ struct DynamoStore::Impl {
   }
 
   // The item, read consistently; an empty Item when there is none.
-  Result<Item> Read(const std::string& consumer, const std::string& key) {
-    auto r = client->Call("GetItem", "{\"TableName\":" + Q(options.table) +
+  Result<Item> Read(DynamoClient& c, const std::string& consumer, const std::string& key) {
+    auto r = c.Call("GetItem", "{\"TableName\":" + Q(options.table) +
                                          ",\"Key\":" + KeyJson(consumer, key) +
                                          ",\"ConsistentRead\":true}");
     if (!r.ok()) return r.status();
     if (!r->error_type.empty())
-      return Status::Precondition(client->where() + " refused GetItem on table '" +
+      return Status::Precondition(c.where() + " refused GetItem on table '" +
                                   options.table + "' for key '" + key + "': " + r->error_type +
                                   ": " + r->error_message);
     auto it = r->body.FindMember("Item");
@@ -316,10 +325,12 @@ Status DynamoStore::CreateSchema() {
   return Status::Ok();
 }
 
-Result<Claim> DynamoStore::Acquire(const std::string& consumer, const std::string& key,
-                                   const std::string& owner, std::chrono::milliseconds lease,
-                                   const Message& message) {
-  Impl& d = *impl_;
+// One claim on client `c`. Touches no state of the store, so the claims of a batch can be
+// made on several connections at once; the caller records the token.
+Result<Claim> DynamoStore::Impl::ClaimOn(DynamoClient& c, const std::string& consumer,
+                                         const std::string& key, const std::string& owner,
+                                         std::chrono::milliseconds lease, const Message& message) {
+  Impl& d = *this;
   const std::string hash = PayloadHash(message);
   // A claim races with other members' writes: each round either writes or reads a state that
   // decides; a state that changed between the refused write and the read is tried again.
@@ -349,26 +360,24 @@ Result<Claim> DynamoStore::Acquire(const std::string& consumer, const std::strin
                 {":one", N(1)}};
     w.return_values = "ALL_OLD";
     rapidjson::Document reply;
-    auto applied = d.Update(*d.client, consumer, key, w, &reply);
+    auto applied = d.Update(c, consumer, key, w, &reply);
     if (!applied.ok()) return applied.status();
     if (*applied) {
       Item old;
       if (auto a = reply.FindMember("Attributes"); a != reply.MemberEnd()) old = ItemOf(a->value);
-      Claim c;
+      Claim claim;
       const std::string holder = Get(old, "owner");
       if (!holder.empty() && holder != owner) {
-        c.state = Claim::State::kTakenOver;
-        c.previous_owner = holder;
+        claim.state = Claim::State::kTakenOver;
+        claim.previous_owner = holder;
       }
-      c.attempts = static_cast<int>(GetN(old, "attempts") + 1);
-      c.fencing_token = GetN(old, "fence") + 1;
-      c.last_error = Get(old, "last_error");
-      c.payload_hash = Get(old, "payload_hash", hash);
-      d.lease = lease;
-      d.tokens[d.Name(consumer, key)] = {owner, c.fencing_token};
-      return c;
+      claim.attempts = static_cast<int>(GetN(old, "attempts") + 1);
+      claim.fencing_token = GetN(old, "fence") + 1;
+      claim.last_error = Get(old, "last_error");
+      claim.payload_hash = Get(old, "payload_hash", hash);
+      return claim;
     }
-    auto item = d.Read(consumer, key);
+    auto item = d.Read(c, consumer, key);
     if (!item.ok()) return item.status();
     if (item->empty()) continue;  // deleted meanwhile
     const Item& it = *item;
@@ -392,46 +401,92 @@ Result<Claim> DynamoStore::Acquire(const std::string& consumer, const std::strin
           "\",\"ExpressionAttributeValues\":{\":seen\":" + N(GetN(it, "expires_at")) +
           (it.count("fence") > 0 ? ",\":fence\":" + N(GetN(it, "fence")) : std::string()) +
           "}}";
-      auto r = d.client->Call("PutItem", put);
+      auto r = c.Call("PutItem", put);
       if (!r.ok()) return r.status();
       if (r->error_type == kConditionFailed) continue;
       if (!r->error_type.empty())
-        return Status::Precondition(d.client->where() + " refused PutItem on table '" +
+        return Status::Precondition(c.where() + " refused PutItem on table '" +
                                     d.options.table + "' for key '" + key + "': " +
                                     r->error_type + ": " + r->error_message);
-      Claim c;
-      c.attempts = 1;
-      c.fencing_token = fence;
-      c.payload_hash = hash;
-      d.lease = lease;
-      d.tokens[d.Name(consumer, key)] = {owner, fence};
-      return c;
+      Claim claim;
+      claim.attempts = 1;
+      claim.fencing_token = fence;
+      claim.payload_hash = hash;
+      return claim;
     }
-    Claim c;
-    c.attempts = static_cast<int>(GetN(it, "attempts"));
-    c.last_error = Get(it, "last_error");
-    c.payload_hash = Get(it, "payload_hash");
+    Claim claim;
+    claim.attempts = static_cast<int>(GetN(it, "attempts"));
+    claim.last_error = Get(it, "last_error");
+    claim.payload_hash = Get(it, "payload_hash");
     if (state == "COMPLETED") {
-      c.state = Claim::State::kDuplicate;
-      c.result = Get(it, "result");
-      return c;
+      claim.state = Claim::State::kDuplicate;
+      claim.result = Get(it, "result");
+      return claim;
     }
     if (state == "FAILED") {
-      c.state = Claim::State::kFailed;
-      return c;
+      claim.state = Claim::State::kFailed;
+      return claim;
     }
     const std::string holder = Get(it, "owner");
     const int64_t lease_end = GetN(it, "lease_until_ms");
     if (state == "PENDING" && !holder.empty() && holder != owner && lease_end > read_at) {
-      c.state = Claim::State::kConflict;
-      c.previous_owner = holder;
-      c.retry_after = std::chrono::milliseconds(lease_end - read_at);
-      return c;
+      claim.state = Claim::State::kConflict;
+      claim.previous_owner = holder;
+      claim.retry_after = std::chrono::milliseconds(lease_end - read_at);
+      return claim;
     }
     // Free again by now (released, or its lease just ended): claim in the next round.
   }
-  return Status::Internal("claiming key '" + key + "' on " + d.client->where() +
+  return Status::Internal("claiming key '" + key + "' on " + c.where() +
                           " kept racing with other writers");
+}
+
+Result<Claim> DynamoStore::Acquire(const std::string& consumer, const std::string& key,
+                                   const std::string& owner, std::chrono::milliseconds lease,
+                                   const Message& message) {
+  Impl& d = *impl_;
+  auto claim = d.ClaimOn(*d.client, consumer, key, owner, lease, message);
+  if (claim.ok() && claim->fencing_token > 0) {
+    d.lease = lease;
+    d.tokens[d.Name(consumer, key)] = {owner, claim->fencing_token};
+  }
+  return claim;
+}
+
+Result<std::vector<Claim>> DynamoStore::AcquireBatch(const std::string& consumer,
+                                                     const std::vector<BatchRecord>& records,
+                                                     const std::string& owner,
+                                                     std::chrono::milliseconds lease) {
+  Impl& d = *impl_;
+  if (records.size() < 2) return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
+  // DynamoDB has no batched conditional write (TransactWriteItems is all or nothing): the
+  // batch's claims, each its own conditional write on distinct keys, go out on several
+  // connections at once, so a batch costs a few round trips instead of one per record.
+  const size_t workers = std::min(records.size(), Impl::kClaimConnections);
+  while (d.claim_clients.size() < workers)
+    d.claim_clients.push_back(std::make_unique<DynamoClient>(d.client_options));
+  std::vector<std::optional<Result<Claim>>> answers(records.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < workers; ++w) {
+    threads.emplace_back([&d, &answers, &next, &records, &consumer, &owner, lease, w] {
+      for (size_t i = next++; i < records.size(); i = next++)
+        answers[i] = d.ClaimOn(*d.claim_clients[w], consumer, records[i].key, owner, lease,
+                               *records[i].message);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::vector<Claim> claims;
+  claims.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    if (!answers[i]->ok()) return answers[i]->status();
+    claims.push_back(std::move(*answers[i]).value());
+    if (claims.back().fencing_token > 0) {
+      d.lease = lease;
+      d.tokens[d.Name(consumer, records[i].key)] = {owner, claims.back().fencing_token};
+    }
+  }
+  return claims;
 }
 
 Result<RunOutcome> DynamoStore::Run(const std::string& consumer, const std::string& key,

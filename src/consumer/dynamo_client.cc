@@ -190,14 +190,12 @@ struct DynamoClient::Impl {
       }
       if (reply.http_status / 100 != 2) {
         std::string type = "HTTP " + std::to_string(reply.http_status);
-        if (auto t = reply.body.FindMember("__type");
-            t != reply.body.MemberEnd() && t->value.IsString())
-          type = t->value.GetString();
+        if (const rapidjson::Value* t = JsonMember(reply.body, "__type"); t && t->IsString())
+          type = t->GetString();
         reply.error_type = type.substr(type.rfind('#') + 1);
         for (const char* field : {"message", "Message"})
-          if (auto m = reply.body.FindMember(field);
-              m != reply.body.MemberEnd() && m->value.IsString())
-            reply.error_message = m->value.GetString();
+          if (const rapidjson::Value* m = JsonMember(reply.body, field); m && m->IsString())
+            reply.error_message = m->GetString();
       }
       return reply;
     }

@@ -34,6 +34,15 @@ struct DynamoEndpoint {
 // Parses "http://host:port" / "https://host[:port]" (a trailing '/' allowed).
 Result<DynamoEndpoint> ParseDynamoEndpoint(const std::string& url);
 
+// The member `name` of a JSON object, or nullptr (also when `object` is no object). Looked up
+// on a const value: RapidJSON's mixed const/non-const iterator comparison is ambiguous in
+// C++20 for clang.
+inline const rapidjson::Value* JsonMember(const rapidjson::Value& object, const char* name) {
+  if (!object.IsObject()) return nullptr;
+  const auto it = object.FindMember(name);
+  return it == object.MemberEnd() ? nullptr : &it->value;
+}
+
 struct DynamoReply {
   int http_status = 0;
   std::string error_type;     // "" on success

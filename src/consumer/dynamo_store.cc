@@ -62,12 +62,11 @@ using Item = std::map<std::string, std::string>;
 Item ItemOf(const rapidjson::Value& item) {
   Item out;
   if (!item.IsObject()) return out;
-  for (auto it = item.MemberBegin(); it != item.MemberEnd(); ++it) {
-    if (!it->value.IsObject()) continue;
+  for (const auto& member : item.GetObject()) {
     for (const char* type : {"S", "N"}) {
-      auto v = it->value.FindMember(type);
-      if (v != it->value.MemberEnd() && v->value.IsString())
-        out[it->name.GetString()] = std::string(v->value.GetString(), v->value.GetStringLength());
+      const rapidjson::Value* v = JsonMember(member.value, type);
+      if (v != nullptr && v->IsString())
+        out[member.name.GetString()] = std::string(v->GetString(), v->GetStringLength());
     }
   }
   return out;
@@ -161,8 +160,8 @@ struct DynamoStore::Impl {
       return Status::Precondition(c.where() + " refused GetItem on table '" +
                                   options.table + "' for key '" + key + "': " + r->error_type +
                                   ": " + r->error_message);
-    auto it = r->body.FindMember("Item");
-    return it == r->body.MemberEnd() ? Item{} : ItemOf(it->value);
+    const rapidjson::Value* item = JsonMember(r->body, "Item");
+    return item == nullptr ? Item{} : ItemOf(*item);
   }
 
   Result<std::string> Renew(const Renewer::Job& job, const std::string& consumer,
@@ -300,10 +299,9 @@ Status DynamoStore::CreateSchema() {
     auto r = d.client->Call("DescribeTable", "{\"TableName\":" + table + "}");
     if (!r.ok()) return r.status();
     std::string status;
-    if (auto t = r->body.FindMember("Table"); t != r->body.MemberEnd() && t->value.IsObject())
-      if (auto s = t->value.FindMember("TableStatus");
-          s != t->value.MemberEnd() && s->value.IsString())
-        status = s->value.GetString();
+    if (const rapidjson::Value* t = JsonMember(r->body, "Table"))
+      if (const rapidjson::Value* s = JsonMember(*t, "TableStatus"); s && s->IsString())
+        status = s->GetString();
     if (status == "ACTIVE") break;
     if (std::chrono::steady_clock::now() > deadline)
       return Status::Precondition("table '" + d.options.table + "' on " + d.client->where() +
@@ -364,7 +362,7 @@ Result<Claim> DynamoStore::Impl::ClaimOn(DynamoClient& c, const std::string& con
     if (!applied.ok()) return applied.status();
     if (*applied) {
       Item old;
-      if (auto a = reply.FindMember("Attributes"); a != reply.MemberEnd()) old = ItemOf(a->value);
+      if (const rapidjson::Value* a = JsonMember(reply, "Attributes")) old = ItemOf(*a);
       Claim claim;
       const std::string holder = Get(old, "owner");
       if (!holder.empty() && holder != owner) {

@@ -53,12 +53,12 @@ std::string Field(const devtools::DynaliteSandbox& server, const std::string& ke
                        "\"ConsistentRead\":true}");
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   REQUIRE_MESSAGE(r->error_type.empty(), r->error_type << ": " << r->error_message);
-  auto item = r->body.FindMember("Item");
-  if (item == r->body.MemberEnd()) return "(none)";
-  auto a = item->value.FindMember(attribute.c_str());
-  if (a == item->value.MemberEnd()) return "(none)";
+  const rapidjson::Value* item = wc::JsonMember(r->body, "Item");
+  if (item == nullptr) return "(none)";
+  const rapidjson::Value* a = wc::JsonMember(*item, attribute.c_str());
+  if (a == nullptr) return "(none)";
   for (const char* type : {"S", "N"})
-    if (auto v = a->value.FindMember(type); v != a->value.MemberEnd()) return v->value.GetString();
+    if (const rapidjson::Value* v = wc::JsonMember(*a, type)) return v->GetString();
   return "?";
 }
 

@@ -8,14 +8,18 @@
 //                   offsets committed per batch), the row written in the store's transaction;
 //   postgres-batch1 the same with max_batch = 1: a record at a time, as before batching;
 //   redis           Consumer + RedisStore, defaults, the row written on its own connection;
-//   redis-batch1    the same with max_batch = 1.
+//   redis-batch1    the same with max_batch = 1;
+//   dynamodb        Consumer + DynamoStore, defaults, against dynalite (a DynamoDB-API server
+//                   on loopback, scripts/install-deps.sh installs it; left out when missing),
+//                   the row written on its own connection.
 // Each mode reads its own copy of the records (its own topic), all on the same broker,
 // PostgreSQL and redis-server, started here on loopback; the modes take turns for three rounds
 // (WALRELAY_BENCH_ROUNDS) and each reports its median round. Reported per mode: records/s from the
 // first record handled to the last, and the interval between consecutive records finished
 // (poll, store, handler and commit; with batches, records finish in bursts), p50/p99/max.
 //
-// Then the latency at a steady 2,000 records/s (rows plain@2000, postgres@2000, redis@2000):
+// Then the latency at a steady 2,000 records/s (rows plain@2000, postgres@2000, redis@2000,
+// dynamodb@2000):
 // a producer sends R records/s for a few seconds while the consumer keeps up; p50/p99/max are
 // the time from the send to the record finished (store modes: after the store recorded its
 // outcome), and added_p99_ms is a store mode's p99 minus plain@2000's, what the store adds.
@@ -40,6 +44,7 @@
 
 #include "common/rdkafka_handles.h"
 #include "consumer/pg_exec.h"
+#include "devtools/dynalite_sandbox.h"
 #include "devtools/kafka_broker.h"
 #include "devtools/pg_sandbox.h"
 #include "devtools/redis_sandbox.h"
@@ -290,6 +295,23 @@ int main(int argc, char** argv) {
   wc::RedisStoreOptions redis_options;
   redis_options.port = redis->port();
   auto redis_store = Must(wc::RedisStore::Connect(redis_options), "RedisStore");
+  // dynalite is an npm package: without it the DynamoDB modes are left out, not the bench.
+  std::unique_ptr<walrelay::devtools::DynaliteSandbox> dynalite;
+  std::unique_ptr<wc::DynamoStore> dynamo_store;
+  if (wanted("dynamodb") || wanted("dynamodb@" + std::to_string(rate))) {
+    auto started = walrelay::devtools::DynaliteSandbox::Start();
+    if (started.ok()) {
+      dynalite = std::move(started).value();
+      wc::DynamoStoreOptions dynamo_options;
+      dynamo_options.endpoint = dynalite->endpoint();
+      dynamo_options.access_key_id = "AKIDEXAMPLE";
+      dynamo_options.secret_access_key = "bench";
+      dynamo_store = Must(wc::DynamoStore::Connect(dynamo_options), "DynamoStore");
+      Must(dynamo_store->CreateSchema(), "DynamoStore table");
+    } else {
+      std::fprintf(stderr, "no DynamoDB modes: %s\n", started.status().ToString().c_str());
+    }
+  }
 
   struct Mode {
     std::string name;
@@ -309,8 +331,12 @@ int main(int argc, char** argv) {
       return RunConsumer(bootstrap, t, n, *redis_store, false, effects.get(), batch);
     };
   };
+  auto dynamo_mode = [&](const std::string& t, int n) {
+    return RunConsumer(bootstrap, t, n, *dynamo_store, false, effects.get(),
+                       wc::ConsumerOptions{}.max_batch);
+  };
   const size_t defaults = wc::ConsumerOptions{}.max_batch;
-  const std::vector<Mode> modes = {
+  std::vector<Mode> modes = {
       {"plain", plain},
       {"plain-commit",
        [&](const std::string& t, int n) { return RunPlain(bootstrap, t, n, effects.get(), true); }},
@@ -319,6 +345,7 @@ int main(int argc, char** argv) {
       {"redis", redis_mode(defaults)},
       {"redis-batch1", redis_mode(1)},
   };
+  if (dynamo_store) modes.push_back({"dynamodb", dynamo_mode});
   // Warm-up: the broker's JIT and the first group join are not timed.
   Must(broker->CreateTopic("bench.warmup", 1, 1), "topic");
   Produce(bootstrap, "bench.warmup", 2000);
@@ -351,11 +378,12 @@ int main(int argc, char** argv) {
     results.push_back(r[r.size() / 2]);
   }
   // Latency at a steady rate: the consumer is up and waiting before the first record is sent.
-  const std::vector<Mode> paced = {
+  std::vector<Mode> paced = {
       {"plain@" + std::to_string(rate), plain},
       {"postgres@" + std::to_string(rate), postgres(defaults)},
       {"redis@" + std::to_string(rate), redis_mode(defaults)},
   };
+  if (dynamo_store) paced.push_back({"dynamodb@" + std::to_string(rate), dynamo_mode});
   const int paced_records = rate * paced_seconds;
   std::optional<double> plain_p99;
   for (const Mode& mode : paced) {

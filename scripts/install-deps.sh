@@ -18,12 +18,35 @@ packages=(
   podman runc debootstrap        # the container image test (tests/container/container_test.sh)
 )
 
+# dynalite, a DynamoDB-API server for the DynamoDB store's tests (npm; Debian has no package),
+# pinned, into the cache directory src/devtools/dynalite_sandbox.cc looks in. Node.js and npm
+# come from Debian when missing.
+DYNALITE_VERSION=4.0.0
+install_dynalite() {
+  local dir="${XDG_CACHE_HOME:-$HOME/.cache}/walrelay/dynalite"
+  if [ -f "$dir/node_modules/dynalite/package.json" ] &&
+     grep -q "\"version\": \"$DYNALITE_VERSION\"" "$dir/node_modules/dynalite/package.json"; then
+    echo "install-deps: dynalite $DYNALITE_VERSION present"
+    return 0
+  fi
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    local sudo=""
+    if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends nodejs npm
+  fi
+  mkdir -p "$dir"
+  npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "dynalite@$DYNALITE_VERSION"
+  echo "install-deps: dynalite $DYNALITE_VERSION installed in $dir"
+}
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_dynalite
   exit 0
 fi
 
@@ -41,3 +64,4 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_dynalite

@@ -13,6 +13,8 @@
 //  - RedisStore: for handlers whose effects live elsewhere. One atomic Lua script claims the
 //    key with a lease on the Redis server's clock. A crash after the effect and before the key
 //    is marked COMPLETED repeats the effect; see docs/consumer.md.
+//  - DynamoStore: the same guarantees as RedisStore on a DynamoDB table (conditional writes),
+//    for services on AWS without a Redis to run.
 //
 // Records are handled a poll batch at a time (max_batch), in partition order, with the same
 // guarantees record by record. The Kafka offset is committed only after the store recorded
@@ -111,10 +113,10 @@ class HandlerContext {
   const std::string& idempotency_key() const { return key_; }
   // 1 for the first run; includes runs that crashed the process.
   int attempt() const { return attempt_; }
-  // RedisStore: the claim's fencing token, larger for every claim of this key. Pass it to
-  // downstream writes that can refuse a token lower than one they have seen: a claimant whose
-  // lease was taken over (a process paused past its lease) then cannot overwrite the newer
-  // claimant's effect. 0 for PostgresStore, whose row lock already excludes a second runner.
+  // RedisStore, DynamoStore: the claim's fencing token, larger for every claim of this key.
+  // Pass it to downstream writes that can refuse a token lower than one they have seen: a
+  // claimant whose lease was taken over (a process paused past its lease) then cannot
+  // overwrite the newer claimant's effect. 0 for PostgresStore, whose row lock already excludes a second runner.
   int64_t fencing_token() const { return fencing_token_; }
 
   // PostgresStore: the connection, inside the transaction that will mark the key COMPLETED.
@@ -166,7 +168,7 @@ struct Claim {
   std::string last_error;                 // the latest recorded failure, if any
   std::string previous_owner;             // kTakenOver, kConflict
   std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
-  int64_t fencing_token = 0;                 // kAcquired, kTakenOver: this claim's token (Redis)
+  int64_t fencing_token = 0;  // kAcquired, kTakenOver: this claim's token (Redis, DynamoDB)
   // The hash of the payload the key was first claimed with (PayloadHash); "" when the key is
   // new or was stored before hashes were kept.
   std::string payload_hash;
@@ -362,6 +364,73 @@ class RedisStore final : public IdempotencyStore {
  private:
   struct Impl;
   explicit RedisStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct DynamoStoreOptions {
+  // "http://host:port" or "https://host[:port]"; "" = https://dynamodb.<region>.amazonaws.com.
+  std::string endpoint;
+  // "" = $AWS_REGION, then $AWS_DEFAULT_REGION, then "us-east-1".
+  std::string region;
+  // "" = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN. The secret and the
+  // session token never appear in errors or logs.
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;
+  // The keys table: hash key `consumer`, range key `idempotency_key` (both strings), with
+  // DynamoDB's TTL on the number attribute `expires_at` (CreateSchema makes it so).
+  std::string table = "walrelay_consumer_keys";
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);  // connect and each call
+  // A PENDING key (attempts, last error) is kept this long after its lease ends.
+  std::chrono::milliseconds pending_retention = std::chrono::hours(24);
+  // As RedisStoreOptions::renew_leases: the running handler's lease is renewed every third of
+  // the lease, on a connection of its own.
+  bool renew_leases = true;
+  // Refused lease renewals (RENEW), throttled calls sent again (THROTTLED), one line each.
+  std::function<void(const std::string&)> log;
+};
+
+// DynamoStore: one item per key in a DynamoDB table; every change is one conditional write
+// (ConditionExpression), so each is atomic on the server. DynamoDB has no server clock in
+// expressions: a lease is an attribute holding its end in milliseconds, compared in the
+// condition with the time the request carries, so members' clocks must agree to well within a
+// lease (the fencing token, larger for every claim, guards the completion whatever the clocks
+// say). Expired keys are removed by DynamoDB's TTL and treated as absent before that. Like
+// RedisStore, handlers get no transaction: a crash after the effect and before the COMPLETED
+// mark repeats the effect.
+class DynamoStore final : public IdempotencyStore {
+ public:
+  // Checks the options and the credentials, and opens the connection.
+  static Result<std::unique_ptr<DynamoStore>> Connect(const DynamoStoreOptions& options);
+  ~DynamoStore() override;
+
+  // Creates the table (on-demand capacity) if missing, waits until it is ACTIVE and enables
+  // TTL on `expires_at` where the server supports it.
+  Status CreateSchema();
+
+  Result<Claim> Acquire(const std::string& consumer, const std::string& key,
+                        const std::string& owner, std::chrono::milliseconds lease,
+                        const Message& message) override;
+  Result<RunOutcome> Run(const std::string& consumer, const std::string& key,
+                         const std::string& owner, std::chrono::milliseconds completed_ttl,
+                         const Message& message, int attempt, const Handler& handler) override;
+  Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
+                 const std::string& error) override;
+  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
+                    std::chrono::milliseconds failed_ttl) override;
+  // DynamoDB's TTL deletes expired items: always 0.
+  Result<int64_t> CleanupBatch(int batch_size) override;
+  // The batch's claims on up to eight connections at once (one conditional write per key).
+  Result<std::vector<Claim>> AcquireBatch(const std::string& consumer,
+                                          const std::vector<BatchRecord>& records,
+                                          const std::string& owner,
+                                          std::chrono::milliseconds lease) override;
+  Status Unclaim(const std::string& consumer, const std::string& key,
+                 const std::string& owner) override;
+
+ private:
+  struct Impl;
+  explicit DynamoStore(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

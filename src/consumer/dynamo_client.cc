@@ -1,0 +1,237 @@
+// DynamoClient over Boost.Beast (see dynamo_client.h). Beast's operations are run
+// asynchronously on a private io_context so the tcp_stream's deadline bounds each step:
+// blocking socket calls would have no timeout.
+#include "consumer/dynamo_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <ctime>
+#include <optional>
+#include <thread>
+
+namespace walrelay::consumer {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+using tcp = net::ip::tcp;
+
+Result<DynamoEndpoint> ParseDynamoEndpoint(const std::string& url) {
+  DynamoEndpoint ep;
+  std::string rest;
+  if (url.rfind("https://", 0) == 0) {
+    rest = url.substr(8);
+  } else if (url.rfind("http://", 0) == 0) {
+    ep.tls = false;
+    rest = url.substr(7);
+  } else {
+    return Status::Config("DynamoStoreOptions.endpoint '" + url +
+                          "' must start with http:// or https://");
+  }
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (rest.empty() || rest.find('/') != std::string::npos)
+    return Status::Config("DynamoStoreOptions.endpoint '" + url + "' must be scheme://host[:port]");
+  const size_t colon = rest.rfind(':');
+  if (colon != std::string::npos && rest.find(']') == std::string::npos) {
+    ep.host = rest.substr(0, colon);
+    ep.port = rest.substr(colon + 1);
+    if (ep.port.empty() || ep.port.find_first_not_of("0123456789") != std::string::npos)
+      return Status::Config("DynamoStoreOptions.endpoint '" + url + "' has a bad port");
+  } else {
+    ep.host = rest;
+    ep.port = ep.tls ? "443" : "80";
+  }
+  return ep;
+}
+
+namespace {
+
+std::string AmzDate(std::time_t now) {
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y%m%dT%H%M%SZ", &tm);
+  return buf;
+}
+
+bool Retriable(const DynamoReply& r) {
+  return r.http_status >= 500 || r.error_type == "ProvisionedThroughputExceededException" ||
+         r.error_type == "ThrottlingException" || r.error_type == "RequestLimitExceeded";
+}
+
+}  // namespace
+
+struct DynamoClient::Impl {
+  Options options;
+  net::io_context ioc;
+  std::optional<ssl::context> tls_context;
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> tls;
+  beast::flat_buffer buffer;
+  std::string host_header;
+
+  beast::tcp_stream& Lowest() {
+    return tls ? beast::get_lowest_layer(*tls) : *plain;
+  }
+  bool Open() const { return plain != nullptr || tls != nullptr; }
+  void Close() {
+    beast::error_code ignored;
+    if (plain) plain->socket().shutdown(tcp::socket::shutdown_both, ignored);
+    if (tls) beast::get_lowest_layer(*tls).socket().shutdown(tcp::socket::shutdown_both, ignored);
+    plain.reset();
+    tls.reset();
+    buffer.clear();
+  }
+
+  // Runs the queued operations until they finish; the stream's deadline ends them otherwise.
+  void RunIo() {
+    ioc.restart();
+    ioc.run();
+  }
+
+  Status Connect() {
+    Close();
+    beast::error_code ec;
+    tcp::resolver resolver(ioc);
+    auto addresses = resolver.resolve(options.endpoint.host, options.endpoint.port, ec);
+    if (ec) return Status::Connection("cannot resolve " + Where() + ": " + ec.message());
+    auto stream = std::make_unique<beast::tcp_stream>(ioc);
+    stream->expires_after(options.timeout);
+    stream->async_connect(addresses, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    RunIo();
+    if (ec) return Status::Connection("cannot connect to " + Where() + ": " + ec.message());
+    stream->socket().set_option(tcp::no_delay(true), ec);
+    if (!options.endpoint.tls) {
+      plain = std::move(stream);
+      return Status::Ok();
+    }
+    if (!tls_context) {
+      tls_context.emplace(ssl::context::tls_client);
+      tls_context->set_default_verify_paths(ec);
+      tls_context->set_verify_mode(ssl::verify_peer);
+    }
+    auto secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*stream),
+                                                                         *tls_context);
+    if (!SSL_set_tlsext_host_name(secure->native_handle(), options.endpoint.host.c_str()))
+      return Status::Connection("cannot set the TLS server name for " + Where());
+    secure->set_verify_callback(ssl::host_name_verification(options.endpoint.host));
+    beast::get_lowest_layer(*secure).expires_after(options.timeout);
+    secure->async_handshake(ssl::stream_base::client, [&ec](beast::error_code e) { ec = e; });
+    RunIo();
+    if (ec) return Status::Connection("TLS handshake with " + Where() + " failed: " + ec.message());
+    tls = std::move(secure);
+    return Status::Ok();
+  }
+
+  template <class Stream>
+  beast::error_code Exchange(Stream& stream, http::request<http::string_body>& request,
+                             http::response<http::string_body>& response) {
+    beast::error_code ec;
+    Lowest().expires_after(options.timeout);
+    http::async_write(stream, request, [&](beast::error_code e, size_t) {
+      ec = e;
+      if (e) return;
+      Lowest().expires_after(options.timeout);
+      http::async_read(stream, buffer, response, [&ec](beast::error_code e2, size_t) { ec = e2; });
+    });
+    RunIo();
+    return ec;
+  }
+
+  // One request and its reply. A connection the server closed while it was idle fails on its
+  // first use: that request is sent once more on a new connection.
+  Result<DynamoReply> Send(const std::string& operation, const std::string& json) {
+    for (int round = 0; round < 2; ++round) {
+      const bool reused = Open();
+      if (!reused) WALRELAY_RETURN_IF_ERROR(Connect());
+      http::request<http::string_body> request{http::verb::post, "/", 11};
+      const std::string date = AmzDate(std::time(nullptr));
+      const std::string target = "DynamoDB_20120810." + operation;
+      SigV4Request sig;
+      sig.payload = json;
+      sig.headers = {{"host", host_header},
+                     {"x-amz-date", date},
+                     {"x-amz-target", target},
+                     {"content-type", "application/x-amz-json-1.0"}};
+      if (!options.credentials.session_token.empty())
+        sig.headers.emplace_back("x-amz-security-token", options.credentials.session_token);
+      const SigV4Result signature =
+          SignV4(sig, options.credentials, options.region, "dynamodb", date);
+      for (const auto& [name, value] : sig.headers) request.set(name, value);
+      request.set(http::field::authorization, signature.authorization);
+      request.keep_alive(true);
+      request.body() = json;
+      request.prepare_payload();
+      http::response<http::string_body> response;
+      response.body().reserve(512);
+      const beast::error_code ec = tls ? Exchange(*tls, request, response)
+                                       : Exchange(*plain, request, response);
+      if (ec) {
+        Close();
+        if (reused && round == 0 && ec != beast::error::timeout) continue;
+        return Status::Connection(operation + " on " + Where() + " failed: " + ec.message());
+      }
+      if (!response.keep_alive()) Close();
+      DynamoReply reply;
+      reply.http_status = response.result_int();
+      const std::string& body = response.body();
+      if (body.empty()) {
+        reply.body.SetObject();
+      } else if (reply.body.Parse(body.data(), body.size()).HasParseError() ||
+                 !reply.body.IsObject()) {
+        return Status::Protocol(Where() + " answered " + operation + " with HTTP " +
+                                std::to_string(reply.http_status) + " and no JSON object");
+      }
+      if (reply.http_status / 100 != 2) {
+        std::string type = "HTTP " + std::to_string(reply.http_status);
+        if (const rapidjson::Value* t = JsonMember(reply.body, "__type"); t && t->IsString())
+          type = t->GetString();
+        reply.error_type = type.substr(type.rfind('#') + 1);
+        for (const char* field : {"message", "Message"})
+          if (const rapidjson::Value* m = JsonMember(reply.body, field); m && m->IsString())
+            reply.error_message = m->GetString();
+      }
+      return reply;
+    }
+    return Status::Internal("unreachable");
+  }
+
+  std::string Where() const {
+    return std::string("DynamoDB at ") + (options.endpoint.tls ? "https://" : "http://") +
+           options.endpoint.host + ":" + options.endpoint.port;
+  }
+};
+
+DynamoClient::DynamoClient(Options options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  const DynamoEndpoint& ep = impl_->options.endpoint;
+  const bool default_port = ep.port == (ep.tls ? "443" : "80");
+  impl_->host_header = default_port ? ep.host : ep.host + ":" + ep.port;
+}
+
+DynamoClient::~DynamoClient() { impl_->Close(); }
+
+std::string DynamoClient::where() const { return impl_->Where(); }
+
+Result<DynamoReply> DynamoClient::Call(const std::string& operation, const std::string& json) {
+  const auto deadline = std::chrono::steady_clock::now() + impl_->options.timeout;
+  std::chrono::milliseconds pause{25};
+  while (true) {
+    auto reply = impl_->Send(operation, json);
+    if (!reply.ok() || !Retriable(*reply) || std::chrono::steady_clock::now() + pause > deadline)
+      return reply;
+    if (impl_->options.log)
+      impl_->options.log("THROTTLED " + operation + " on " + where() + ": " + reply->error_type +
+                         "; sending it again");
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+}  // namespace walrelay::consumer

@@ -1,0 +1,407 @@
+// The idempotent consumer with its DynamoDB store, against dynalite (a DynamoDB-API server
+// from npm, started on a free port) and librdkafka's mock cluster. Each path of the store's
+// conditional writes is driven directly and the item read back; then the consumer end to end:
+// duplicates, a poison record, a payload mismatch, and a member that crashed holding a key.
+#include <map>
+#include <mutex>
+#include <optional>
+
+#include "consumer/dynamo_client.h"
+#include "consumer_fixture.h"
+#include "devtools/dynalite_sandbox.h"
+
+namespace walrelay::testing {
+namespace {
+
+std::unique_ptr<devtools::DynaliteSandbox> StartDynalite() {
+  auto d = devtools::DynaliteSandbox::Start();
+  REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+  return std::move(d).value();
+}
+
+wc::DynamoStoreOptions StoreOptions(const devtools::DynaliteSandbox& server) {
+  wc::DynamoStoreOptions o;
+  o.endpoint = server.endpoint();
+  o.region = "us-east-1";
+  o.access_key_id = "AKIDEXAMPLE";
+  o.secret_access_key = "not-a-real-secret";
+  return o;
+}
+
+std::unique_ptr<wc::DynamoStore> Connect(const wc::DynamoStoreOptions& o) {
+  auto s = wc::DynamoStore::Connect(o);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  REQUIRE_MESSAGE((*s)->CreateSchema().ok(), "CreateSchema");
+  return std::move(s).value();
+}
+std::unique_ptr<wc::DynamoStore> Connect(const devtools::DynaliteSandbox& server) {
+  return Connect(StoreOptions(server));
+}
+
+// An attribute of the item of consumer "svc", as text ("(none)" when absent), read with a
+// client of its own.
+std::string Field(const devtools::DynaliteSandbox& server, const std::string& key,
+                  const std::string& attribute) {
+  wc::DynamoClient::Options o;
+  o.endpoint = *wc::ParseDynamoEndpoint(server.endpoint());
+  o.region = "us-east-1";
+  o.credentials = {"AKIDEXAMPLE", "x", ""};
+  wc::DynamoClient client(o);
+  auto r = client.Call("GetItem",
+                       "{\"TableName\":\"walrelay_consumer_keys\",\"Key\":{\"consumer\":{\"S\":"
+                       "\"svc\"},\"idempotency_key\":{\"S\":\"" + key + "\"}},"
+                       "\"ConsistentRead\":true}");
+  REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  REQUIRE_MESSAGE(r->error_type.empty(), r->error_type << ": " << r->error_message);
+  const rapidjson::Value* item = wc::JsonMember(r->body, "Item");
+  if (item == nullptr) return "(none)";
+  const rapidjson::Value* a = wc::JsonMember(*item, attribute.c_str());
+  if (a == nullptr) return "(none)";
+  for (const char* type : {"S", "N"})
+    if (const rapidjson::Value* v = wc::JsonMember(*a, type)) return v->GetString();
+  return "?";
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+wc::Message Msg(const std::string& value = "v") {
+  wc::Message m;
+  m.topic = "orders";
+  m.partition = 2;
+  m.offset = 17;
+  m.value = value;
+  return m;
+}
+
+wc::Handler Counting(std::map<std::string, int>& effects, std::mutex& mu) {
+  return [&effects, &mu](wc::HandlerContext& ctx) {
+    CHECK(ctx.connection() == nullptr);
+    std::lock_guard<std::mutex> lock(mu);
+    ++effects[ctx.idempotency_key()];
+    return wc::HandlerResult::Done("done " + ctx.idempotency_key());
+  };
+}
+
+TEST_CASE("DynamoStore: acquired, conflict, stale takeover, duplicate, released and failed") {
+  auto server = StartDynalite();
+  auto store = Connect(*server);
+  std::map<std::string, int> effects;
+  std::mutex mu;
+
+  // ACQUIRED: a new key, one attempt, token 1, a lease and a TTL past it by the retention.
+  const int64_t before = NowMs();
+  auto a = store->Acquire("svc", "k", "owner-a", 700ms, Msg());
+  REQUIRE_MESSAGE(a.ok(), a.status().ToString());
+  CHECK(a->state == wc::Claim::State::kAcquired);
+  CHECK(a->attempts == 1);
+  CHECK(a->fencing_token == 1);
+  CHECK(a->payload_hash == wc::PayloadHash(Msg()));
+  CHECK(Field(*server, "k", "state") == "PENDING");
+  CHECK(Field(*server, "k", "owner") == "owner-a");
+  CHECK(Field(*server, "k", "topic") == "orders");
+  CHECK(Field(*server, "k", "kafka_offset") == "17");
+  CHECK(Field(*server, "k", "payload_hash") == wc::PayloadHash(Msg()));
+  const int64_t locked_at = std::stoll(Field(*server, "k", "locked_at_ms"));
+  CHECK(locked_at >= before);
+  CHECK(std::stoll(Field(*server, "k", "lease_until_ms")) - locked_at == 700);
+  CHECK(std::stoll(Field(*server, "k", "expires_at")) - locked_at / 1000 >= 86'400);
+
+  // CONFLICT: another owner while the lease runs; nothing changes.
+  auto b = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+  REQUIRE(b.ok());
+  CHECK(b->state == wc::Claim::State::kConflict);
+  CHECK(b->previous_owner == "owner-a");
+  CHECK(b->retry_after > 0ms);
+  CHECK(b->retry_after <= 700ms);
+  CHECK(Field(*server, "k", "attempts") == "1");
+
+  // TAKEN_OVER once the lease has ended; the fencing token grows.
+  Result<wc::Claim> taken = Status::Internal("not run");
+  REQUIRE(WaitUntil([&] {
+    taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+    return taken.ok() && taken->state != wc::Claim::State::kConflict;
+  }, 5s));
+  CHECK(taken->state == wc::Claim::State::kTakenOver);
+  CHECK(taken->previous_owner == "owner-a");
+  CHECK(taken->attempts == 2);
+  CHECK(taken->fencing_token == 2);
+  CHECK(Field(*server, "k", "owner") == "owner-b");
+
+  // The old owner's late completion is refused (its effect has happened, though: the
+  // documented limit of this store).
+  auto late = store->Run("svc", "k", "owner-a", 1h, Msg(), 1, Counting(effects, mu));
+  REQUIRE(late.ok());
+  CHECK(late->kind == wc::RunOutcome::Kind::kLost);
+  auto run = store->Run("svc", "k", "owner-b", 1h, Msg(), 2, Counting(effects, mu));
+  REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(Field(*server, "k", "state") == "COMPLETED");
+  CHECK(Field(*server, "k", "done_fence") == "2");
+  const int64_t expires = std::stoll(Field(*server, "k", "expires_at"));
+  CHECK(expires >= NowMs() / 1000 + 3590);
+  CHECK(expires <= NowMs() / 1000 + 3601);
+
+  // DUPLICATE, with the stored result and the first payload's hash.
+  auto dup = store->Acquire("svc", "k", "owner-c", 10s, Msg("another payload"));
+  REQUIRE(dup.ok());
+  CHECK(dup->state == wc::Claim::State::kDuplicate);
+  CHECK(dup->result == "done k");
+  CHECK(dup->payload_hash == wc::PayloadHash(Msg()));
+  CHECK(Field(*server, "k", "attempts") == "2");
+
+  // A failed run is released: free for anyone, attempts kept, last error recorded.
+  REQUIRE(store->Acquire("svc", "r", "owner-a", 10s, Msg())->state == wc::Claim::State::kAcquired);
+  REQUIRE(store->Release("svc", "r", "owner-a", "Flaky: timeout").ok());
+  CHECK(Field(*server, "r", "owner") == "");
+  auto again = store->Acquire("svc", "r", "owner-b", 10s, Msg());
+  REQUIRE(again.ok());
+  CHECK(again->state == wc::Claim::State::kAcquired);
+  CHECK(again->attempts == 2);
+  CHECK(again->last_error == "Flaky: timeout");
+  // A claim no handler used is given back with its attempt uncounted.
+  REQUIRE(store->Unclaim("svc", "r", "owner-b").ok());
+  CHECK(Field(*server, "r", "attempts") == "1");
+  CHECK(Field(*server, "r", "owner") == "");
+
+  // FAILED keys are skipped; COMPLETED ones are never failed.
+  REQUIRE(store->MarkFailed("svc", "r", "Poison: bad", 2h).ok());
+  auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
+  REQUIRE(failed.ok());
+  CHECK(failed->state == wc::Claim::State::kFailed);
+  CHECK(failed->last_error == "Poison: bad");
+  CHECK(std::stoll(Field(*server, "r", "expires_at")) >= NowMs() / 1000 + 7190);
+  REQUIRE(store->MarkFailed("svc", "k", "late", 2h).ok());
+  CHECK(Field(*server, "k", "state") == "COMPLETED");
+
+  CHECK(effects["k"] == 2);  // the late owner's run and the real one
+  auto cleaned = wc::Cleanup(*store, 100);
+  REQUIRE(cleaned.ok());
+  CHECK(*cleaned == 0);
+}
+
+TEST_CASE("DynamoStore: an item past its TTL counts as absent; the fencing token still grows") {
+  auto server = StartDynalite();
+  auto store = Connect(*server);
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  REQUIRE(store->Acquire("svc", "k", "owner-a", 10s, Msg())->fencing_token == 1);
+  REQUIRE(store->Run("svc", "k", "owner-a", 1ms, Msg(), 1, Counting(effects, mu))->kind ==
+          wc::RunOutcome::Kind::kCompleted);
+  // dynalite never deletes expired items (nor does DynamoDB at once): the store must not
+  // take the stale COMPLETED item for a duplicate once its retention is over.
+  Result<wc::Claim> c = Status::Internal("not run");
+  REQUIRE(WaitUntil([&] {
+    c = store->Acquire("svc", "k", "owner-b", 10s, Msg("new"));
+    return c.ok() && c->state != wc::Claim::State::kDuplicate;
+  }, 5s));
+  CHECK(c->state == wc::Claim::State::kAcquired);
+  CHECK(c->attempts == 1);
+  CHECK(c->fencing_token == 2);
+  CHECK(c->payload_hash == wc::PayloadHash(Msg("new")));
+  CHECK(Field(*server, "k", "state") == "PENDING");
+  CHECK(Field(*server, "k", "owner") == "owner-b");
+}
+
+TEST_CASE(
+    "DynamoStore fencing: a handler stalled past its lease while another member claims the "
+    "key: exactly one completes, the stale one's mark is refused") {
+  auto server = StartDynalite();
+  // A stalled process renews nothing: member A's renewal is off, as if its process paused.
+  auto stalled = StoreOptions(*server);
+  stalled.renew_leases = false;
+  auto a = Connect(stalled);
+  auto b = Connect(*server);
+  auto claim_a = a->Acquire("svc", "k", "member-a", 300ms, Msg());
+  REQUIRE(claim_a.ok());
+  CHECK(claim_a->fencing_token == 1);
+  std::vector<std::string> effects;  // (member, token) as a downstream system would see them
+  auto effect_b = [&](wc::HandlerContext& ctx) {
+    effects.push_back("b#" + std::to_string(ctx.fencing_token()));
+    return wc::HandlerResult::Done("by b");
+  };
+  bool b_first = false;
+  SUBCASE("B completes while A is stalled") { b_first = true; }
+  SUBCASE("A's mark comes before B completes") { b_first = false; }
+  std::optional<wc::RunOutcome> outcome_b;
+  auto run_a = a->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
+    effects.push_back("a#" + std::to_string(ctx.fencing_token()));
+    std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
+    auto claim_b = b->Acquire("svc", "k", "member-b", 30s, Msg());
+    REQUIRE(claim_b.ok());
+    CHECK(claim_b->state == wc::Claim::State::kTakenOver);
+    CHECK(claim_b->fencing_token == 2);
+    if (b_first) {
+      auto run = b->Run("svc", "k", "member-b", 1h, Msg(), claim_b->attempts, effect_b);
+      REQUIRE(run.ok());
+      outcome_b = *run;
+    }
+    return wc::HandlerResult::Done("by a");
+  });
+  REQUIRE(run_a.ok());
+  CHECK(run_a->kind == wc::RunOutcome::Kind::kLost);  // the stale token's mark is refused
+  if (!b_first) {
+    CHECK(Field(*server, "k", "state") == "PENDING");  // A's refused mark changed nothing
+    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), 2, effect_b);
+    REQUIRE(run.ok());
+    outcome_b = *run;
+  }
+  REQUIRE(outcome_b);
+  CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
+  CHECK(Field(*server, "k", "state") == "COMPLETED");
+  CHECK(Field(*server, "k", "result") == "by b");
+  CHECK(Field(*server, "k", "done_fence") == "2");
+}
+
+TEST_CASE("DynamoStore: a slow but live handler's lease is renewed; nobody takes its key") {
+  auto server = StartDynalite();
+  auto a = Connect(*server);
+  auto b = Connect(*server);
+  REQUIRE(a->Acquire("svc", "k", "member-a", 300ms, Msg()).ok());
+  int conflicts = 0;
+  auto run = a->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext&) {
+    // Three leases long; another member asks for the key all the while.
+    for (int i = 0; i < 9; ++i) {
+      std::this_thread::sleep_for(100ms);
+      auto c = b->Acquire("svc", "k", "member-b", 30s, Msg());
+      REQUIRE(c.ok());
+      if (c->state == wc::Claim::State::kConflict) ++conflicts;
+    }
+    return wc::HandlerResult::Done("by a");
+  });
+  REQUIRE(run.ok());
+  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
+  CHECK(conflicts == 9);
+  CHECK(Field(*server, "k", "result") == "by a");
+}
+
+TEST_CASE("DynamoStore: credentials from the environment; the secret never shows in errors") {
+  wc::DynamoStoreOptions o;
+  o.endpoint = "http://127.0.0.1:1";
+  o.access_key_id = "AKIDEXAMPLE";
+  o.secret_access_key = "very-secret-key";
+  o.session_token = "very-secret-token";
+  o.timeout = 500ms;
+  auto refused = wc::DynamoStore::Connect(o);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == ErrorCode::kConnection);
+  CHECK(refused.status().message().find("127.0.0.1:1") != std::string::npos);
+  CHECK(refused.status().message().find("very-secret") == std::string::npos);
+  o.access_key_id.clear();
+  o.secret_access_key.clear();
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  auto none = wc::DynamoStore::Connect(o);
+  CHECK(none.status().code() == ErrorCode::kConfig);
+  auto server = StartDynalite();
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "from-env", 1);
+  o.endpoint = server->endpoint();
+  auto from_env = wc::DynamoStore::Connect(o);
+  ::unsetenv("AWS_ACCESS_KEY_ID");
+  ::unsetenv("AWS_SECRET_ACCESS_KEY");
+  CHECK_MESSAGE(from_env.ok(), from_env.status().ToString());
+}
+
+TEST_CASE(
+    "Consumer + DynamoStore: duplicates skipped, a poison record dead-lettered after N tries, "
+    "a payload mismatch dead-lettered") {
+  ConsumerFixture f;
+  auto server = StartDynalite();
+  auto store = Connect(*server);
+  REQUIRE(f.kafka().CreateTopic("emails", 1, 1).ok());
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  int poison_runs = 0;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    if (ctx.message().value == std::optional<std::string>("poison")) {
+      ++poison_runs;
+      throw std::runtime_error("mail server says no");
+    }
+    return Counting(effects, mu)(ctx);
+  };
+  f.producer().Send("emails", "m-1", "hello");
+  f.producer().Send("emails", "m-1", "hello");  // redelivered
+  f.producer().Send("emails", "m-2", "poison");
+  f.producer().Send("emails", "m-3", "bye");
+  f.producer().Send("emails", "m-3", "bye, changed");  // the same key, another payload
+
+  auto opts = f.Options("svc", "emails");
+  opts.max_attempts = 2;
+  RunningConsumer c(opts, *store, handler);
+  REQUIRE(WaitUntil([&] { return c.stats().dead_lettered == 2; }, 30s));
+  CHECK(c.Stop().ok());
+  CHECK(c.stats().completed == 2);
+  CHECK(c.stats().duplicates == 1);
+  CHECK(c.stats().payload_mismatches == 1);
+  CHECK(poison_runs == 2);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK(effects["m-1"] == 1);
+    CHECK(effects["m-3"] == 1);
+  }
+  CHECK(Field(*server, "m-2", "state") == "FAILED");
+  CHECK(Field(*server, "m-2", "last_error") == "exception: mail server says no (after 2 attempts)");
+  CHECK(Field(*server, "m-3", "state") == "COMPLETED");  // the mismatch left it as it was
+
+  auto reader = f.Reader();
+  auto dlq = reader->ReadAtLeast({"svc.dlq"}, 2, 20s);
+  REQUIRE(dlq.ok());
+  REQUIRE(dlq->size() == 2);
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.error.class") == "exception");
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.attempts") == "2");
+  CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.original.offset") == "2");
+  CHECK(HeaderOf((*dlq)[1], "__walrelay.consumer.error.class") == "payload-mismatch");
+  CHECK(HeaderOf((*dlq)[1], "__walrelay.consumer.key") == "m-3");
+}
+
+TEST_CASE(
+    "Consumer + DynamoStore: a member that crashed holding a key, then a redelivery of "
+    "everything: every effect once") {
+  ConsumerFixture f;
+  auto server = StartDynalite();
+  auto store = Connect(*server);
+  REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
+  // The crashed member claimed e-2 with a 3 s lease and never completed it (no renewal: its
+  // process is gone).
+  auto crashed = Connect(*server);
+  REQUIRE(crashed->Acquire("svc", "e-2", "crashed-member", 3s, Msg("v-e-2"))->state ==
+          wc::Claim::State::kAcquired);
+  for (int i = 1; i <= 4; ++i) {
+    const std::string id = "e-" + std::to_string(i);
+    f.producer().Send("orders", id, "v-" + id);
+  }
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  auto opts = f.Options("svc", "orders");
+  {
+    RunningConsumer c(opts, *store, Counting(effects, mu));
+    REQUIRE(WaitUntil([&] { return c.stats().completed == 4; }, 30s));
+    CHECK(c.Stop().ok());
+    CHECK(c.stats().takeovers == 1);
+  }
+  CHECK(Field(*server, "e-2", "attempts") == "2");
+  CHECK(Field(*server, "e-2", "done_fence") == "2");
+  // The relay repeats the whole transaction (at-least-once): another consumer group (a new
+  // deployment reading from the start) sees every record again; the store absorbs them.
+  for (int i = 1; i <= 4; ++i) {
+    const std::string id = "e-" + std::to_string(i);
+    f.producer().Send("orders", id, "v-" + id);
+  }
+  {
+    auto again = f.Options("svc", "orders", "svc-second-group");
+    again.kafka_properties["auto.offset.reset"] = "earliest";
+    RunningConsumer c(again, *store, Counting(effects, mu));
+    REQUIRE(WaitUntil([&] { return c.stats().duplicates == 8; }, 30s));
+    CHECK(c.Stop().ok());
+    CHECK(c.stats().completed == 0);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  CHECK(effects == std::map<std::string, int>{{"e-1", 1}, {"e-2", 1}, {"e-3", 1}, {"e-4", 1}});
+}
+
+}  // namespace
+}  // namespace walrelay::testing

@@ -142,7 +142,8 @@ done
 
 # --- output -------------------------------------------------------------------------------
 cp "$WORK/results.csv" "$WORK/brokers.csv" "$OUT/"
-mkdir -p "$OUT/logs"; rm -f "$OUT"/logs/*.log "$OUT"/logs/*.progress "$OUT"/logs/*.err; cp "$WORK"/bench_*.log "$OUT/logs/"
+mkdir -p "$OUT/logs"; rm -f "$OUT"/logs/*.log "$OUT"/logs/*.progress "$OUT"/logs/*.err "$OUT"/logs/*.threads
+cp "$WORK"/bench_*.log "$OUT/logs/"; cp "$WORK"/bench_*.threads "$OUT/logs/" 2>/dev/null || true
 for f in "$WORK"/bench_*.wait.err; do
   [[ -f $f ]] && sed -n 's/^NOTICE: *//p' "$f" >"$OUT/logs/$(basename "$f" .wait.err).progress"
 done

@@ -55,7 +55,7 @@ bench_harness walrelay-bench
 source bench/lib/relay_bench.sh
 start_postgres
 
-echo "broker,workload,plugin,rows,wal_bytes,payload_bytes,decode_s,decode_rows_s,decode_wal_mb_s,decode_walsender_cpu_s,decode_walsender_cpu_wait_s,walrelay_s,walrelay_rows_s,walrelay_wal_mb_s,ratio,walrelay_peak_rss_kb,walrelay_cpu_s,walsender_cpu_s,broker_cpu_s,walrelay_cpu_wait_s,walsender_cpu_wait_s,partitions,replication_factor,records_in_topic,ack_check" >"$WORK/results.csv"
+echo "broker,workload,plugin,rows,wal_bytes,payload_bytes,decode_s,decode_rows_s,decode_wal_mb_s,decode_walsender_cpu_s,decode_walsender_cpu_wait_s,walrelay_s,walrelay_rows_s,walrelay_wal_mb_s,ratio,walrelay_peak_rss_kb,walrelay_cpu_s,walsender_cpu_s,broker_cpu_s,walrelay_cpu_wait_s,walsender_cpu_wait_s,partitions,replication_factor,records_in_topic,ack_check,walrelay_walsender_cpu_ratio,walsender_busy,decode_walsender_busy" >"$WORK/results.csv"
 echo "broker,kafka,start_s,topic,record_batches,idempotent_records,other_records,producer_ids" >"$WORK/brokers.csv"
 echo "broker,plugin,sent,received,offered_rows_s,p50_ms,p99_ms,max_ms,walrelay_peak_rss_kb,walrelay_cpu_s,broker_cpu_s" >"$WORK/latency.csv"
 
@@ -114,8 +114,13 @@ runs = runs_of(sys.argv[8])
 best = min(runs, key=lambda run: float(run[0]))
 r, hwm = float(best[0]), max(int(run[1]) for run in runs)
 layout, acked = sys.argv[9].split(), sys.argv[10].split()
+# CPU of the faster run: walrelay's against the walsender serving it (both sampled before
+# walrelay stops), and how busy that walsender was over the run's wall time; near 1 it, not
+# walrelay, sets the pace. The decode limit's walsender alike over pg_recvlogical's run.
+relay_cpu, sender_cpu = float(best[2]), float(best[3])
+cpu_ratio = f"{relay_cpu / sender_cpu:.2f}" if sender_cpu > 0 else ""
 print(f"{broker},{w},{plugin},{rows},{wal},{payload},{d:.3f},{rows/d:.0f},{wal/d/1e6:.2f},{dec[1]},{dec[2]},{r:.3f},{rows/r:.0f},{wal/r/1e6:.2f},{d/r:.2f},{hwm},"
-      f"{','.join(best[2:7])},{','.join(layout)},{','.join(acked)}")
+      f"{','.join(best[2:7])},{','.join(layout)},{','.join(acked)},{cpu_ratio},{sender_cpu / r:.2f},{float(dec[1]) / d:.2f}")
 EOF
     log "$w $plugin: $(tail -1 "$WORK/results.csv")"
   done
@@ -137,7 +142,8 @@ done
 
 # --- output -------------------------------------------------------------------------------
 cp "$WORK/results.csv" "$WORK/brokers.csv" "$OUT/"
-mkdir -p "$OUT/logs"; rm -f "$OUT"/logs/*.log "$OUT"/logs/*.progress "$OUT"/logs/*.err; cp "$WORK"/bench_*.log "$OUT/logs/"
+mkdir -p "$OUT/logs"; rm -f "$OUT"/logs/*.log "$OUT"/logs/*.progress "$OUT"/logs/*.err "$OUT"/logs/*.threads
+cp "$WORK"/bench_*.log "$OUT/logs/"; cp "$WORK"/bench_*.threads "$OUT/logs/" 2>/dev/null || true
 for f in "$WORK"/bench_*.wait.err; do
   [[ -f $f ]] && sed -n 's/^NOTICE: *//p' "$f" >"$OUT/logs/$(basename "$f" .wait.err).progress"
 done
@@ -178,14 +184,18 @@ for name, b in brokers.items():
                   f"record), {b['record_batches']} batches: the idempotent producer, which librdkafka allows "
                   f"only with acks=all.")
         print()
-        print("| workload | plugin | rows | WAL MB | payload MB | decode limit rows/s | decode limit MB/s | walrelay rows/s | walrelay MB/s | ratio | walrelay peak RSS MB | walrelay CPU s | its walsender CPU s | decode limit's walsender CPU s | broker CPU s | waited for a CPU s: walrelay / its walsender / decode limit's walsender |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        print("| workload | plugin | rows | WAL MB | payload MB | decode limit rows/s | decode limit MB/s | walrelay rows/s | walrelay MB/s | ratio | walrelay peak RSS MB | walrelay CPU s | its walsender CPU s | walrelay / walsender CPU | its walsender busy | decode limit's walsender CPU s | decode limit's walsender busy | broker CPU s | waited for a CPU s: walrelay / its walsender / decode limit's walsender |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for r in mine:
             print(f"| {r['workload']} | {r['plugin']} | {int(r['rows']):,} | {int(r['wal_bytes'])/1e6:.1f} | {int(r['payload_bytes'])/1e6:.1f} | "
                   f"{int(r['decode_rows_s']):,} | {r['decode_wal_mb_s']} | {int(r['walrelay_rows_s']):,} | {r['walrelay_wal_mb_s']} | "
-                  f"{r['ratio']}x | {int(r['walrelay_peak_rss_kb'])/1024:.1f} | {r['walrelay_cpu_s']} | {r['walsender_cpu_s']} | {r['decode_walsender_cpu_s']} | {r['broker_cpu_s']} | "
+                  f"{r['ratio']}x | {int(r['walrelay_peak_rss_kb'])/1024:.1f} | {r['walrelay_cpu_s']} | {r['walsender_cpu_s']} | "
+                  f"{r['walrelay_walsender_cpu_ratio']}x | {r['walsender_busy']} | {r['decode_walsender_cpu_s']} | {r['decode_walsender_busy']} | {r['broker_cpu_s']} | "
                   f"{r['walrelay_cpu_wait_s']} / {r['walsender_cpu_wait_s']} / {r['decode_walsender_cpu_wait_s']} |")
         print()
+        print("walrelay / walsender CPU: walrelay's CPU seconds over those of the walsender serving it, in the same run "
+              "(both user + system time from /proc/<pid>/stat, sampled when the slot reached the end, before walrelay stops). "
+              "Busy: a walsender's CPU seconds over the run's wall time; near 1.0 PostgreSQL's decoding sets the pace.\n")
         by = {(r["workload"], r["plugin"]): r for r in mine}
         if {"pgoutput", "wal2json"} <= set(plugins):
             print("| workload | decode limit rows/s: pgoutput / wal2json | pgoutput's limit vs wal2json's | walrelay rows/s: pgoutput / wal2json | walrelay CPU s: pgoutput / wal2json | decode limit's walsender CPU s: pgoutput / wal2json |")
@@ -208,6 +218,11 @@ for name, b in brokers.items():
             print(f"- {plugin}: throughput >= {target}x its decode limit on every workload ({name}): {verdict(min(ratios) >= target)} "
                   f"(lowest {min(ratios):.2f}x, {low['workload']}).")
             print(f"- {plugin}: peak RSS <= 16 MB on every workload ({name}): {verdict(max(rss) <= 16)} (highest {max(rss):.1f} MB).")
+            cpu = [(float(r['walrelay_walsender_cpu_ratio']), r['workload']) for r in theirs if r['walrelay_walsender_cpu_ratio']]
+            if plugin == "pgoutput" and cpu:
+                worst = max(cpu)
+                print(f"- {plugin}: walrelay CPU <= 0.4x its walsender's on every workload ({name}): {verdict(worst[0] <= 0.4)} "
+                      f"(highest {worst[0]:.2f}x, {worst[1]}).")
     for plugin in plugins:
         l = lats.get((name, plugin))
         if l:

@@ -128,6 +128,15 @@ tree_cpu_s() {  # pid -> CPU seconds of it and its direct children (dev-kafka's 
   done
   echo "$total"
 }
+thread_cpu() {  # pid -> per thread: "name cpu_s voluntary_switches involuntary_switches"
+  local t hz; hz=$(getconf CLK_TCK)
+  for t in /proc/"$1"/task/*; do
+    awk -v hz="$hz" -v comm="$(tr ' ' _ <"$t/comm" 2>/dev/null)" '
+      FNR == NR { cpu = ($14 + $15) / hz; next }
+      /^voluntary_ctxt_switches/ { v = $2 } /^nonvoluntary_ctxt_switches/ { n = $2 }
+      END { printf "%s %.2f %d %d\n", comm, cpu, v, n }' "$t/stat" "$t/status" 2>/dev/null
+  done
+}
 wait_s() {  # pid -> seconds its threads spent runnable but waiting for a CPU (schedstat), so far
   cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $2 } END { printf "%.2f", s / 1e9 }'
 }
@@ -303,6 +312,9 @@ relay_run() {  # slot end_lsn plugin [tag] -> "seconds peak_rss_kb walrelay_cpu_
   hwm=$(hwm_kb $pid)
   relay_cpu=$(cpu_s $pid)
   relay_wait=$(wait_s $pid)
+  # Its CPU per thread (the loop thread, librdkafka's broker and main threads) and voluntary
+  # context switches (how often each thread slept), for logs/<slot>.threads.
+  thread_cpu $pid >"$WORK/$slot.threads"
   sender_pid=$(q "SELECT active_pid FROM pg_replication_slots WHERE slot_name='$slot'")
   [[ -z $sender_pid ]] || { sender_cpu=$(cpu_s "$sender_pid"); sender_wait=$(wait_s "$sender_pid"); }
   kafka_cpu=$(python3 -c "print(f'{$(tree_cpu_s "$KAFKA_PID") - $kafka_cpu0:.2f}')")

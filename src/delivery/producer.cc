@@ -284,9 +284,14 @@ KafkaProducer::~KafkaProducer() {
 
 Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code) {
   // librdkafka sends any name; refusing here fails the record the same way on every broker.
-  if (Status invalid = CheckTopicName(record.topic); !invalid.ok()) {
-    if (error_code) *error_code = RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
-    return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + invalid.message());
+  // A topic with a handle passed this check when its handle was made: checking each record's
+  // name again cost more than the lookup.
+  const auto known = topics_.find(record.topic);
+  if (known == topics_.end()) {
+    if (Status invalid = CheckTopicName(record.topic); !invalid.ok()) {
+      if (error_code) *error_code = RD_KAFKA_RESP_ERR_TOPIC_EXCEPTION;
+      return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " + invalid.message());
+    }
   }
   KafkaHeadersPtr headers;
   if (!record.headers.empty()) {
@@ -303,7 +308,7 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
   const size_t value_size = record.value ? record.value->size() : 0;
   const int32_t partition = record.partition == kAnyPartition ? RD_KAFKA_PARTITION_UA : record.partition;
   void* opaque = reinterpret_cast<void*>(static_cast<uintptr_t>(ticket));
-  rd_kafka_topic_t* rkt = TopicHandle(record.topic);
+  rd_kafka_topic_t* rkt = known != topics_.end() ? known->second.get() : TopicHandle(record.topic);
   if (!rkt) {
     if (error_code) *error_code = rd_kafka_last_error();
     return Status::Kafka("cannot produce " + DescribeRecord(record) + ": " +

@@ -156,9 +156,19 @@ void WriteColumnsObject(const std::vector<Column>& columns, JsonWriter& writer,
   writer.EndObject();
 }
 
+namespace {
+constexpr size_t kKeepKeyBufferBytes = 64 * 1024;
+}  // namespace
+
 Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
   Record record;
-  record.topic = ctx.topic_prefix + "." + change.schema + "." + change.table;
+  // Built in place: each `+` of a concatenation allocates, and this runs for every row.
+  record.topic.reserve(ctx.topic_prefix.size() + change.schema.size() + change.table.size() + 2);
+  record.topic.append(ctx.topic_prefix)
+      .append(1, '.')
+      .append(change.schema)
+      .append(1, '.')
+      .append(change.table);
   // Debezium keys a change by its primary key; a delete only has the old key image.
   const std::vector<Column>& image =
       change.op == ChangeOp::kDelete ? change.identity : change.columns;
@@ -170,7 +180,9 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
       key_columns.push_back(c);
     }
     if (key_columns.size() == change.primary_key.size()) {
-      rapidjson::StringBuffer buffer;
+      // One buffer per thread, cleared: a fresh one grows (reallocates) for every key.
+      thread_local rapidjson::StringBuffer buffer;
+      buffer.Clear();
       JsonWriter writer(buffer);
       writer.StartObject();
       for (const Column* c : key_columns) {
@@ -179,11 +191,16 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
       }
       writer.EndObject();
       record.key = std::string(buffer.GetString(), buffer.GetSize());
+      if (buffer.GetSize() > kKeepKeyBufferBytes) {
+        buffer.Clear();
+        buffer.ShrinkToFit();  // an outsized key's memory is not kept for the thread's life
+      }
     }
   }
   record.timestamp_ms = change.commit_time_ms;
   record.source.lsn = change.lsn;
-  record.source.table = change.QualifiedTable();
+  record.source.table.reserve(change.schema.size() + change.table.size() + 1);
+  record.source.table.append(change.schema).append(1, '.').append(change.table);
   record.source.commit_time_ms = change.commit_time_ms;
   record.source.op = change.op;
   record.source.xid = change.xid;

@@ -285,14 +285,24 @@ Result<RouterConfig> ReadConfig(const Properties& props) {
 // ---------------------------------------------------------------------------------------------
 // Column typing (wal2json type names, PostgreSQL 15)
 
-// "timestamp(3) without time zone" -> "timestamp without time zone".
-std::string StripTypeModifier(const std::string& type) {
-  const size_t open = type.find('(');
-  if (open == std::string::npos) return type;
-  const size_t close = type.find(')', open);
-  if (close == std::string::npos) return type;
-  return type.substr(0, open) + type.substr(close + 1);
-}
+// A type name without its modifier ("timestamp(3) without time zone" is "timestamp" +
+// " without time zone"), as two pieces of the name: no string is built for every routed row.
+struct BaseTypeName {
+  std::string_view head;
+  std::string_view tail;  // empty without a modifier
+  explicit BaseTypeName(std::string_view type) : head(type) {
+    const size_t open = type.find('(');
+    if (open == std::string_view::npos) return;
+    const size_t close = type.find(')', open);
+    if (close == std::string_view::npos) return;
+    head = type.substr(0, open);
+    tail = type.substr(close + 1);
+  }
+  bool operator==(std::string_view base) const {
+    return base.size() == head.size() + tail.size() && base.starts_with(head) &&
+           base.ends_with(tail);
+  }
+};
 
 // Whether Debezium's PostgreSQL connector gives this column a Connect STRING schema, the only
 // type route.by.field accepts. Numbers and booleans are typed by wal2json; the rest of the
@@ -302,18 +312,21 @@ bool IsConnectString(const Column& column) {
   const std::string& type = column.type;
   if (type.size() >= 2 && type.compare(type.size() - 2, 2, "[]") == 0) return false;
   // clang-format off
-  static const std::unordered_set<std::string> kNonString = {
+  static constexpr std::string_view kNonString[] = {
       "smallint", "integer", "bigint", "numeric", "real", "double precision", "money", "oid",
       "boolean", "bit", "bit varying", "bytea", "date", "interval", "time without time zone",
       "timestamp without time zone"};
   // clang-format on
-  return kNonString.count(StripTypeModifier(type)) == 0;
+  const BaseTypeName base(type);
+  for (std::string_view non_string : kNonString)
+    if (base == non_string) return false;
+  return true;
 }
 
 // Debezium accepts only INT64 columns named Timestamp/MicroTimestamp/NanoTimestamp; from
 // PostgreSQL that is `timestamp [(p)] without time zone`.
 bool IsTimestampWithoutTimeZone(const Column& column) {
-  return StripTypeModifier(column.type) == "timestamp without time zone";
+  return BaseTypeName(column.type) == "timestamp without time zone";
 }
 
 // Java's String.trim() bound: everything up to U+0020 counts as blank.

@@ -365,10 +365,10 @@ TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into fli
   CHECK(overridden->kafka.at("queue.buffering.max.messages") == "5");
 }
 
-TEST_CASE("librdkafka's batches are a quarter of max.queue.size.in.bytes, so none waits linger.ms") {
+TEST_CASE("librdkafka's batches are half of max.queue.size.in.bytes, so none waits linger.ms") {
   auto defaults = Settings(Minimal(""));
   REQUIRE(defaults.ok());
-  CHECK(defaults->kafka.at("batch.size") == "65536");  // 256 KiB / 4
+  CHECK(defaults->kafka.at("batch.size") == "131072");  // 256 KiB / 2
   auto large = Settings(Minimal(R"(,"max.queue.size.in.bytes":"2147483648")"));
   REQUIRE(large.ok());
   CHECK(large->kafka.at("batch.size") == "1000000");  // never above librdkafka's default

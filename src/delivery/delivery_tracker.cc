@@ -18,8 +18,11 @@ constexpr size_t kCollapseSlack = 64;
 void DeliveryTracker::BeginTransaction() { transaction_open_ = true; }
 
 uint32_t DeliveryTracker::InternTable(const std::string& table) {
+  // Records of one table come in runs: compare with the last one before hashing.
+  if (last_table_ < tables_.size() && tables_[last_table_] == table) return last_table_;
   auto [it, added] = table_ids_.try_emplace(table, static_cast<uint32_t>(tables_.size()));
   if (added) tables_.push_back(table);
+  last_table_ = it->second;
   return it->second;
 }
 

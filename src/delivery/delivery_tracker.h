@@ -105,6 +105,7 @@ class DeliveryTracker {
   size_t unsettled_ = 0;  // pending and failed records in entries_
   std::vector<std::string> tables_;
   std::unordered_map<std::string, uint32_t> table_ids_;
+  uint32_t last_table_ = UINT32_MAX;  // the table of the previous record
   Lsn confirmable_;
   size_t inflight_records_ = 0;
   size_t inflight_bytes_ = 0;

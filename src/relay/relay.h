@@ -138,6 +138,9 @@ class Relay {
   void Pump();
   void SchedulePump();
   void WaitForSocket();
+  // After a turn that ended on an empty socket: wait for the socket, or a moment (kGatherDelay)
+  // when the turn handled only a few messages.
+  void GatherOrWait(int handled);
   void WaitForKafkaEvents();
   void ArmPollTimer();
   Status HandleMessage(std::string_view message);
@@ -186,6 +189,9 @@ class Relay {
   boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer caught_up_timer_;
   boost::asio::steady_timer boundary_timer_;
+  boost::asio::steady_timer gather_timer_;
+  static constexpr int kGatherBelow = 32;
+  static constexpr std::chrono::milliseconds kGatherDelay{1};
   bool boundary_timer_armed_ = false;
   bool caught_up_armed_ = false;
   static constexpr int kCaughtUpStatusDelayMs = 2;

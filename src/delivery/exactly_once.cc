@@ -10,8 +10,6 @@
 namespace walrelay {
 namespace {
 
-int TimeoutMs(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }
-
 // The offsets topic is read by a consumer: the producer-only transactional.id stays out.
 std::map<std::string, std::string> ConsumerProperties(std::map<std::string, std::string> kafka) {
   kafka.erase("transactional.id");
@@ -28,13 +26,14 @@ Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySett
     if (!at_least_once.ok()) return at_least_once.status();
     return std::unique_ptr<DeliveryGuarantee>(std::move(at_least_once).value());
   }
-  return std::unique_ptr<DeliveryGuarantee>(
-      std::make_unique<ExactlyOnce>(settings, producer, counters));
+  return std::unique_ptr<DeliveryGuarantee>(std::make_unique<ExactlyOnce>(
+      settings, MakeKafkaTransactions(producer, settings.exactly_once.transactional_id),
+      counters));
 }
 
-ExactlyOnce::ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer,
-                         RelayCounters& counters)
-    : producer_(producer),
+ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
+                         std::unique_ptr<KafkaTransactions> transactions, RelayCounters& counters)
+    : txn_(std::move(transactions)),
       counters_(counters),
       transactional_id_(settings.exactly_once.transactional_id),
       slot_(settings.slot_name),
@@ -48,10 +47,7 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
                                                                 bool) {
   // Runs while the relay is not streaming: nothing is open (EndStream came first).
   if (!initialised_) {
-    TxnStatus init = TxnStatusFromError(
-        producer_.native_handle(),
-        rd_kafka_init_transactions(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
-        transactional_id_, "initialising transactions");
+    TxnStatus init = txn_->Init(kTransactionCallTimeout);
     if (!init.ok()) {
       if (init.kind == TxnErrorKind::kRetriable || init.kind == TxnErrorKind::kAbortable)
         return Status::Connection(init.status.message());
@@ -108,10 +104,7 @@ Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_po
 
 Status ExactlyOnce::BeforeRecord(size_t bytes) {
   if (!kafka_open_) {
-    TxnStatus begun =
-        TxnStatusFromError(producer_.native_handle(),
-                           rd_kafka_begin_transaction(producer_.native_handle()),
-                           transactional_id_, "beginning a transaction");
+    TxnStatus begun = txn_->Begin();
     if (!begun.ok()) return Failed(begun, "beginning a transaction");
     kafka_open_ = true;
   }
@@ -168,18 +161,11 @@ void ExactlyOnce::ForgetPosition() {
   if (!initialised_ || kafka_open_) return;
   Record tombstone = offsets_.MakeRecord(SourceOffset{}, offsets_partitions_);
   tombstone.value.reset();
-  TxnStatus done = TxnStatusFromError(producer_.native_handle(),
-                                      rd_kafka_begin_transaction(producer_.native_handle()),
-                                      transactional_id_, "beginning a transaction");
-  if (done.ok()) {
-    if (Status sent = producer_.Produce(tombstone, KafkaProducer::kNoReport); !sent.ok())
-      done.status = sent;
-  }
+  TxnStatus done = txn_->Begin();
+  if (done.ok()) done = txn_->SendOffset(tombstone);
   if (done.ok())
-    done = TxnStatusFromError(
-        producer_.native_handle(),
-        rd_kafka_commit_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
-        transactional_id_, "committing the removal of this connector's position");
+    done = txn_->Commit(kTransactionCallTimeout,
+                        "committing the removal of this connector's position");
   if (!done.ok())
     spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
                  "slot: {}",
@@ -205,23 +191,16 @@ Status ExactlyOnce::Commit() {
   offset.timeline = static_cast<uint32_t>(server_.timeline);
   offset.slot = slot_;
   const std::string upto = "LSN " + offset.lsn_commit.ToString();
-  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
-  Status sent = producer_.Produce(offsets_.MakeRecord(offset, offsets_partitions_),
-                                  KafkaProducer::kNoReport, &code);
-  if (!sent.ok()) {
-    TxnStatus failure{sent, code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal
-                                                              : TxnErrorKind::kAbortable,
-                      code};
-    return Failed(failure, "writing the offset record up to " + upto + " to '" +
-                               storage_.topic + "'");
+  if (TxnStatus sent = txn_->SendOffset(offsets_.MakeRecord(offset, offsets_partitions_));
+      !sent.ok()) {
+    return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic +
+                            "'");
   }
   const auto started = Clock::now();
   const auto give_up = started + kTransactionCallTimeout;
   for (;;) {
-    TxnStatus committed = TxnStatusFromError(
-        producer_.native_handle(),
-        rd_kafka_commit_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
-        transactional_id_, "committing the transaction up to " + upto);
+    TxnStatus committed =
+        txn_->Commit(kTransactionCallTimeout, "committing the transaction up to " + upto);
     if (committed.ok()) break;
     if (committed.kind != TxnErrorKind::kRetriable || Clock::now() >= give_up)
       return Failed(committed, "committing the transaction up to " + upto);
@@ -242,10 +221,7 @@ Status ExactlyOnce::Abort(const std::string& why) {
   const auto give_up = Clock::now() + kTransactionCallTimeout;
   TxnStatus aborted;
   do {
-    aborted = TxnStatusFromError(
-        producer_.native_handle(),
-        rd_kafka_abort_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
-        transactional_id_, "aborting the transaction");
+    aborted = txn_->Abort(kTransactionCallTimeout);
   } while (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable && Clock::now() < give_up);
   ++counters_.kafka_transactions["aborted"];
   kafka_open_ = false;
@@ -273,10 +249,7 @@ Status ExactlyOnce::Abort(const std::string& why) {
 
 Status ExactlyOnce::FinishPendingAbort() {
   if (!abort_pending_) return Status::Ok();
-  TxnStatus aborted = TxnStatusFromError(
-      producer_.native_handle(),
-      rd_kafka_abort_transaction(producer_.native_handle(), TimeoutMs(kTransactionCallTimeout)),
-      transactional_id_, "aborting the transaction");
+  TxnStatus aborted = txn_->Abort(kTransactionCallTimeout);
   if (aborted.ok()) {
     abort_pending_ = false;
     spdlog::warn("exactly-once: the Kafka transaction whose abort had timed out is aborted; its "

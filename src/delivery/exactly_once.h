@@ -4,7 +4,8 @@
 // records of whole source (PostgreSQL) transactions, dead letters included, plus one record in
 // offsets.storage.topic with the end LSN of the last source commit in it (with the server's
 // system identifier, timeline and the slot's name). Only once Kafka committed it does that
-// LSN become confirmable to the slot, so read_committed consumers see every record once.
+// LSN become confirmable to the slot, so read_committed consumers see every record once. The
+// transactional calls go through KafkaTransactions (delivery/kafka_transactions.h).
 //
 // - StoredPosition: the first call initialises transactions, which fences every older producer
 //   with the same transactional.id (a relay that was frozen cannot commit after a standby took
@@ -34,9 +35,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "delivery/kafka_transactions.h"
 #include "delivery/offset_store.h"
 #include "delivery/transaction_boundary.h"
 #include "delivery/transactional_producer.h"
@@ -50,7 +53,10 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // offsets topic) may take before it counts as failed.
   static constexpr std::chrono::milliseconds kTransactionCallTimeout{30000};
 
-  ExactlyOnce(const RelaySettings& settings, KafkaProducer& producer, RelayCounters& counters);
+  // `transactions`: Kafka's transactional calls (MakeKafkaTransactions over the relay's
+  // producer; a fake in unit tests).
+  ExactlyOnce(const RelaySettings& settings, std::unique_ptr<KafkaTransactions> transactions,
+              RelayCounters& counters);
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
@@ -81,7 +87,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status Failed(const TxnStatus& failure, const std::string& operation);
   void Committed(Lsn position);
 
-  KafkaProducer& producer_;
+  std::unique_ptr<KafkaTransactions> txn_;
   RelayCounters& counters_;
   const std::string transactional_id_;
   const std::string slot_;

@@ -1,0 +1,41 @@
+// KafkaTransactions: the Kafka transactional calls exactly once makes (delivery/exactly_once.h),
+// behind an interface so the exactly-once rules are unit-tested with a fake
+// (tests/unit/exactly_once_test.cc) and run over the relay's librdkafka producer in production.
+//
+// Contract (errors are TxnStatus, delivery/transactional_producer.h, whose kind says what to do;
+// `operation` names the call in the error's message):
+// - Init(timeout): registers the transactional.id, fencing older producers with it.
+// - Begin(): opens a transaction; every record produced until Commit/Abort belongs to it.
+// - SendOffset(record): produces the offset record into the open transaction, without a
+//   delivery report for the pipeline (the commit is its acknowledgement).
+// - Commit(timeout, operation): flushes every record produced and commits. kRetriable: call it
+//   again.
+// - Abort(timeout): drops the open transaction.
+// All on the relay's loop thread.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "delivery/producer.h"
+#include "delivery/transactional_producer.h"
+#include "transform/record.h"
+
+namespace walrelay {
+
+class KafkaTransactions {
+ public:
+  virtual ~KafkaTransactions() = default;
+  virtual TxnStatus Init(std::chrono::milliseconds timeout) = 0;
+  virtual TxnStatus Begin() = 0;
+  virtual TxnStatus SendOffset(const Record& record) = 0;
+  virtual TxnStatus Commit(std::chrono::milliseconds timeout, const std::string& operation) = 0;
+  virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;
+};
+
+// Over the relay's transactional producer (it must outlive the result).
+std::unique_ptr<KafkaTransactions> MakeKafkaTransactions(KafkaProducer& producer,
+                                                         std::string transactional_id);
+
+}  // namespace walrelay

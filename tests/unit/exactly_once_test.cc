@@ -1,0 +1,428 @@
+// The exactly-once rules (delivery/exactly_once.h) with a fake in place of Kafka's transactional
+// calls (delivery/kafka_transactions.h) and a fake sink under the record pipeline: what is
+// confirmable around commits, when commits happen, and what aborts, failures, the end of a
+// stream and restarts do.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config/connector_config.h"
+#include "config/relay_settings.h"
+#include "delivery/exactly_once.h"
+#include "delivery/record_pipeline.h"
+#include "delivery/source_offsets.h"
+
+using namespace walrelay;
+
+namespace {
+
+// Takes records until `room` is used up (then QUEUE_FULL). Delivery reports come from the
+// harness (AckAll), as the relay serves them from the producer.
+class FakeSink final : public RecordSink {
+ public:
+  struct Produced {
+    uint64_t ticket;
+    Record record;
+  };
+  Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* code) override {
+    if (outstanding >= room) {
+      if (code) *code = RD_KAFKA_RESP_ERR__QUEUE_FULL;
+      return Status::Kafka("queue full");
+    }
+    ++outstanding;
+    produced.push_back({ticket, record});
+    return Status::Ok();
+  }
+  int OutstandingMessages() const override { return outstanding; }
+  size_t MaxValueBytes() const override { return 1 << 20; }
+
+  std::vector<Produced> produced;
+  int outstanding = 0;
+  int room = 1000;
+};
+
+TxnStatus Error(TxnErrorKind kind, rd_kafka_resp_err_t code) {
+  TxnStatus status;
+  status.kind = kind;
+  status.code = code;
+  status.status =
+      Status(kind == TxnErrorKind::kFenced ? ErrorCode::kKafkaFenced : ErrorCode::kKafka,
+             std::string("fake: ") + rd_kafka_err2name(code));
+  return status;
+}
+
+// Records the calls; Init and Commit answer from their queues (OK once they are used up).
+class FakeTransactions final : public KafkaTransactions {
+ public:
+  TxnStatus Init(std::chrono::milliseconds) override {
+    ++inits;
+    return Answer(init_answers);
+  }
+  TxnStatus Begin() override {
+    CHECK_FALSE(open);  // never begins while one is open
+    open = true;
+    ++begins;
+    return TxnStatus::Ok();
+  }
+  TxnStatus SendOffset(const Record& record) override {
+    CHECK(open);
+    offsets.push_back(record);
+    return TxnStatus::Ok();
+  }
+  TxnStatus Commit(std::chrono::milliseconds, const std::string& operation) override {
+    CHECK(open);
+    ++commit_calls;
+    commit_operations.push_back(operation);
+    if (on_commit) on_commit();
+    TxnStatus answer = Answer(commit_answers);
+    if (answer.ok()) {
+      open = false;
+      ++commits;
+    }
+    return answer;
+  }
+  TxnStatus Abort(std::chrono::milliseconds) override {
+    open = false;
+    ++aborts;
+    return TxnStatus::Ok();
+  }
+
+  // The offset record of the n-th commit.
+  SourceOffset Offset(size_t n) const {
+    REQUIRE(n < offsets.size());
+    REQUIRE(offsets[n].value.has_value());
+    auto parsed = ParseSourceOffset(*offsets[n].value);
+    REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+    return *parsed;
+  }
+
+  bool open = false;
+  int inits = 0, begins = 0, commits = 0, commit_calls = 0, aborts = 0;
+  std::vector<Record> offsets;
+  std::vector<std::string> commit_operations;
+  std::deque<TxnStatus> init_answers;
+  std::deque<TxnStatus> commit_answers;
+  std::function<void()> on_commit;
+
+ private:
+  static TxnStatus Answer(std::deque<TxnStatus>& answers) {
+    if (answers.empty()) return TxnStatus::Ok();
+    TxnStatus answer = answers.front();
+    answers.pop_front();
+    return answer;
+  }
+};
+
+RelaySettings Settings(const std::string& extra) {
+  const std::string json =
+      R"({"name":"orders","config":{"database.hostname":"h","database.user":"u",)"
+      R"("database.dbname":"shop","topic.prefix":"shop","slot.name":"orders_slot",)"
+      R"("table.include.list":"public.outbox","kafka.bootstrap.servers":"127.0.0.1:9",)"
+      R"("exactly.once.support":"required","offsets.storage.topic":"offsets",)"
+      R"("max.queue.size":"100","kafka.log_level":"0")" +
+      extra + "}}";
+  auto config = ParseConnectorConfig(json, "test");
+  REQUIRE_MESSAGE(config.ok(), config.status().ToString());
+  auto settings = ParseRelaySettings(*config);
+  REQUIRE_MESSAGE(settings.ok(), settings.status().ToString());
+  return std::move(settings).value();
+}
+
+const SourceIdentity kServer{"7000000000000000001", 1};
+constexpr Lsn L(uint64_t v) { return Lsn(v); }
+
+const char* kEverySourceCommit = R"(,"transaction.boundary":"source.commit")";
+// Grouped, and never due by time within a test: EndStream or max.records decide.
+const char* kLongInterval = R"(,"transaction.boundary.interval.ms":"3600000")";
+
+// A pipeline over a FakeSink with ExactlyOnce over FakeTransactions. Every commit checks that
+// it happens outside a source transaction and with no record waiting for room.
+struct Harness {
+  explicit Harness(const std::string& extra = kEverySourceCommit) : settings(Settings(extra)) {
+    auto fake = std::make_unique<FakeTransactions>();
+    txn = fake.get();
+    txn->on_commit = [this] {
+      CHECK_FALSE(inside_source);
+      CHECK_FALSE(pipeline->holding());
+    };
+    auto guarantee = std::make_unique<ExactlyOnce>(settings, std::move(fake), counters);
+    eos = guarantee.get();
+    auto made = RecordPipeline::Create(settings, sink, std::move(guarantee), counters,
+                                       [this](Status failure) { failures.push_back(failure); });
+    REQUIRE_MESSAGE(made.ok(), made.status().ToString());
+    pipeline = std::move(made).value();
+  }
+
+  // A stream from the slot at `slot` (a reconnect to the same server when started before).
+  void Start(Lsn slot) {
+    auto start = eos->StartPosition(kServer, slot, std::nullopt);
+    REQUIRE(start.ok());
+    pipeline->StreamStarted(StreamStart{kServer, slot, *start, false, std::nullopt});
+  }
+  Status Begin(uint32_t xid) {
+    inside_source = true;
+    DecodedMessage m;
+    m.kind = MessageKind::kBegin;
+    m.begin.xid = xid;
+    return pipeline->Handle(m);
+  }
+  Status Row(Lsn lsn) {
+    DecodedMessage m;
+    m.kind = MessageKind::kChange;
+    m.change.op = ChangeOp::kInsert;
+    m.change.lsn = lsn;
+    m.change.schema = "public";
+    m.change.table = "outbox";
+    m.change.primary_key = {"id"};
+    m.change.columns = {
+        Column{"id", "integer", ValueKind::kNumber, std::to_string(lsn.value()), false}};
+    return pipeline->Handle(m);
+  }
+  Status Commit(uint32_t xid, Lsn end) {
+    inside_source = false;
+    DecodedMessage m;
+    m.kind = MessageKind::kCommit;
+    m.commit.xid = xid;
+    m.commit.end_lsn = end;
+    return pipeline->Handle(m);
+  }
+  // One source transaction of `rows` rows of public.outbox, ending at `end`: the status of
+  // its commit.
+  Status Transaction(uint32_t xid, Lsn first, int rows, Lsn end) {
+    WALRELAY_RETURN_IF_ERROR(Begin(xid));
+    for (int i = 0; i < rows; ++i) WALRELAY_RETURN_IF_ERROR(Row(Lsn(first.value() + i)));
+    return Commit(xid, end);
+  }
+  // Kafka acknowledges every record produced so far (the relay serves the reports).
+  Status AckAll() {
+    while (acked < sink.produced.size()) {
+      --sink.outstanding;
+      DeliveryReport report{sink.produced[acked].ticket, RD_KAFKA_RESP_ERR_NO_ERROR, "", Record{}};
+      ++acked;
+      WALRELAY_RETURN_IF_ERROR(pipeline->OnDelivery(report));
+    }
+    return Status::Ok();
+  }
+
+  RelaySettings settings;
+  RelayCounters counters;
+  FakeSink sink;
+  FakeTransactions* txn = nullptr;
+  ExactlyOnce* eos = nullptr;
+  std::vector<Status> failures;
+  std::unique_ptr<RecordPipeline> pipeline;
+  size_t acked = 0;
+  bool inside_source = false;
+};
+
+}  // namespace
+
+TEST_CASE("exactly once: nothing is confirmable before its Kafka transaction committed") {
+  Harness h(std::string(kLongInterval) + R"(,"transaction.boundary.max.records":"3")");
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 2, L(200)).ok());
+  REQUIRE(h.AckAll().ok());
+  // Kafka acknowledged every record, but their transaction is open.
+  CHECK(h.txn->commit_calls == 0);
+  CHECK(h.pipeline->Confirmable() == L(100));
+  CHECK(h.eos->Confirmable(L(200)) == L(100));
+  // The third record makes the transaction due at its source commit. The first commit call
+  // times out (retriable) and is repeated; the records' reports come after the commit.
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kRetriable, RD_KAFKA_RESP_ERR__TIMED_OUT));
+  REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
+  CHECK(h.txn->commit_calls == 2);
+  CHECK(h.txn->commits == 1);
+  REQUIRE(h.txn->offsets.size() == 1);
+  CHECK(h.txn->Offset(0).lsn_commit == L(300));
+  CHECK(h.txn->commit_operations[0] == "committing the transaction up to LSN " + L(300).ToString());
+  CHECK(h.counters.kafka_transactions["committed"] == 1);
+  // Committed, but the ledger still waits for the last record's report: the minimum of both.
+  CHECK(h.eos->Confirmable(L(900)) == L(300));
+  CHECK(h.pipeline->Confirmable() == L(200));
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(300));
+}
+
+TEST_CASE("exactly once: transaction.boundary=source.commit commits at every source commit, "
+          "never inside one") {
+  Harness h;
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 2, L(200)).ok());
+  CHECK(h.txn->commits == 1);
+  CHECK(h.txn->begins == 1);
+  REQUIRE(h.Begin(2).ok());
+  REQUIRE(h.Row(L(210)).ok());
+  CHECK(h.txn->begins == 2);  // with its first record
+  REQUIRE(h.pipeline->Tick().ok());
+  REQUIRE(h.Row(L(211)).ok());
+  CHECK(h.txn->commits == 1);
+  REQUIRE(h.Commit(2, L(300)).ok());
+  CHECK(h.txn->commits == 2);
+  CHECK(h.txn->Offset(1).lsn_commit == L(300));
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(300));
+}
+
+TEST_CASE("exactly once: a commit waits for the end of a source transaction and for records "
+          "waiting for room") {
+  Harness h(R"(,"transaction.boundary.interval.ms":"1")");
+  h.Start(L(100));
+  h.sink.room = 1;
+  REQUIRE(h.Begin(1).ok());
+  REQUIRE(h.Row(L(110)).ok());
+  REQUIRE(h.Row(L(111)).ok());  // no room in librdkafka's queue: held
+  CHECK(h.pipeline->holding());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(h.pipeline->Tick().ok());  // due, but inside the source transaction
+  CHECK(h.txn->offsets.empty());
+  REQUIRE(h.Commit(1, L(200)).ok());  // due, but a record still waits for room
+  CHECK(h.txn->offsets.empty());
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->offsets.empty());
+  REQUIRE(h.AckAll().ok());
+  REQUIRE(h.pipeline->SendHeld().ok());
+  CHECK_FALSE(h.pipeline->holding());
+  REQUIRE(h.pipeline->Tick().ok());  // idle and due: committed now
+  CHECK(h.txn->commits == 1);
+  CHECK(h.txn->Offset(0).lsn_commit == L(200));
+  CHECK(h.pipeline->Confirmable() == L(100));  // the held record is not acknowledged yet
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(200));
+}
+
+TEST_CASE("exactly once: an idle keepalive between transactions becomes confirmable") {
+  Harness h(kLongInterval);
+  h.Start(L(100));
+  CHECK_FALSE(h.pipeline->TickDeadline().has_value());  // nothing open
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  CHECK(h.pipeline->TickDeadline().has_value());  // when the idle transaction is due
+  REQUIRE(h.AckAll().ok());
+  // A Kafka transaction is open: the keepalive is not confirmable past it.
+  h.pipeline->ServerPosition(L(250));
+  CHECK(h.pipeline->Confirmable() == L(100));
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->commits == 1);
+  CHECK_FALSE(h.pipeline->TickDeadline().has_value());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  h.pipeline->ServerPosition(L(350));
+  CHECK(h.pipeline->Confirmable() == L(350));
+  // A source transaction without records opens no Kafka transaction and is confirmable at once.
+  REQUIRE(h.Transaction(2, L(360), 0, L(400)).ok());
+  CHECK(h.txn->begins == 1);
+  CHECK(h.pipeline->Confirmable() == L(400));
+  // Inside a source transaction, a keepalive is not adopted.
+  REQUIRE(h.Begin(3).ok());
+  h.pipeline->ServerPosition(L(450));
+  CHECK(h.pipeline->Confirmable() == L(400));
+}
+
+TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forgets the records "
+          "in flight") {
+  Harness h;
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  h.txn->commit_answers.push_back(
+      Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR_INVALID_TXN_STATE));
+  Status failed = h.Transaction(2, L(210), 2, L(300));
+  CHECK(failed.code() == ErrorCode::kConnection);  // the relay reconnects and replays
+  CHECK(failed.message().find("replaying from LSN " + L(200).ToString()) != std::string::npos);
+  CHECK(h.txn->aborts == 1);
+  CHECK_FALSE(h.txn->open);
+  CHECK(h.counters.kafka_transactions["aborted"] == 1);
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK(h.pipeline->Confirmable() == L(200));
+  // The aborted records' delivery reports come later: ignored.
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.failures.empty());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  // The replay from the committed position goes out in a new transaction.
+  h.Start(L(200));
+  REQUIRE(h.Transaction(2, L(210), 2, L(300)).ok());
+  CHECK(h.txn->commits == 2);
+  CHECK(h.txn->begins == 3);
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(300));
+}
+
+TEST_CASE("exactly once: a fenced commit stops the relay and confirms nothing more") {
+  Harness h;
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+  Status failed = h.Transaction(2, L(210), 1, L(300));
+  CHECK(failed.code() == ErrorCode::kKafkaFenced);
+  CHECK(failed.message().find("nothing after LSN " + L(200).ToString()) != std::string::npos);
+  CHECK(h.txn->aborts == 0);  // another process owns the transactional.id now
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  CHECK(h.eos->Confirmable(L(900)) == L(200));
+}
+
+TEST_CASE("exactly once: a stream that ends between source transactions commits, inside one "
+          "aborts") {
+  Harness h(kLongInterval);
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  CHECK(h.txn->offsets.empty());  // the interval has not passed
+  REQUIRE(h.pipeline->EndStream().ok());  // whole source transactions: committed
+  CHECK(h.txn->commits == 1);
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
+  REQUIRE(h.Begin(3).ok());
+  REQUIRE(h.Row(L(310)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());  // inside source transaction 3: dropped
+  CHECK(h.txn->aborts == 1);
+  CHECK(h.txn->commits == 1);
+  CHECK(h.pipeline->inflight_records() == 0);
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.pipeline->Confirmable() == L(200));
+  CHECK(h.pipeline->EndStream().ok());  // nothing open: nothing to do
+  CHECK(h.txn->aborts == 1);
+}
+
+TEST_CASE("exactly once: the start position skips what Kafka committed past the slot") {
+  Harness h;
+  SourceOffset stored;
+  stored.lsn = stored.lsn_commit = L(500);
+  auto start = h.eos->StartPosition(kServer, L(300), stored);
+  REQUIRE(start.ok());
+  CHECK(*start == L(500));
+  CHECK(h.eos->Confirmable(L(900)) == L(500));
+  stored.lsn = stored.lsn_commit = L(200);
+  start = h.eos->StartPosition(kServer, L(300), stored);
+  REQUIRE(start.ok());
+  CHECK(*start == L(300));  // the slot is past it: PostgreSQL streams from the slot
+  CHECK(h.eos->Confirmable(L(900)) == L(300));
+  start = h.eos->StartPosition(kServer, L(300), std::nullopt);
+  REQUIRE(start.ok());
+  CHECK(*start == L(300));
+}
+
+TEST_CASE("exactly once: initialising transactions fences once; back on the same server the "
+          "process answers with what it committed") {
+  Harness h;
+  h.txn->init_answers.push_back(Error(TxnErrorKind::kRetriable, RD_KAFKA_RESP_ERR__TIMED_OUT));
+  auto stored = h.eos->StoredPosition(kServer, false);
+  CHECK(stored.status().code() == ErrorCode::kConnection);  // retried by the next attempt
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  stored = h.eos->StoredPosition(kServer, false);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->lsn_commit == L(200));
+  CHECK(h.txn->inits == 2);
+  REQUIRE(h.eos->StoredPosition(kServer, false).ok());
+  CHECK(h.txn->inits == 2);  // once initialised, never again
+  Harness fenced;
+  fenced.txn->init_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+  CHECK(fenced.eos->StoredPosition(kServer, false).status().code() == ErrorCode::kKafkaFenced);
+}

@@ -306,7 +306,8 @@ TEST_CASE(
     CHECK(c.stats().retries == 1);
     std::lock_guard<std::mutex> lock(mu);
     CHECK(runs.size() == 40);
-    for (const auto& [key, n] : runs) CHECK_MESSAGE(n == (key == "e-13" ? 2 : 1), key);
+    for (const auto& run : runs)
+      CHECK_MESSAGE(run.second == (run.first == "e-13" ? 2 : 1), run.first);
     CHECK(*redis->Command({"HGET", "walrelay:consumer:svc:e-14", "attempts"}) == "1");
   }
   std::lock_guard<std::mutex> lock(mu);

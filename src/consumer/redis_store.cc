@@ -24,42 +24,62 @@
 namespace walrelay::consumer {
 namespace {
 
-// KEYS[1] key. ARGV: owner, lease ms, pending retention ms, topic, partition, offset, payload
-// hash. Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing
+// The acquire script (kAcquireFunction + kAcquireTail): KEYS[1] key. ARGV: owner, lease ms,
+// pending retention ms, topic, partition, offset, payload hash. Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing
 // token, the key's payload hash (set by its first claim)};
 // verdict is ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and TAKEN_OVER
 // count an attempt, write the claim and take a new fencing token.
-constexpr const char* kAcquireScript = R"lua(
+// The claim of one key at `now`, shared by the acquire and acquire-batch scripts.
+constexpr const char* kAcquireFunction = R"lua(
+local function acquire(now, key, owner, lease, keep, topic, part, off, payload_hash)
+  local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result',
+                       'last_error', 'payload_hash')
+  local state, holder = f[1], f[2] or ''
+  local attempts, result, last_error, hash = f[4] or '0', f[5] or '', f[6] or '', f[7] or ''
+  if state == 'COMPLETED' then
+    return {'DUPLICATE', attempts, result, last_error, '', '0', '0', hash}
+  end
+  if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0', hash} end
+  local verdict, previous = 'ACQUIRED', ''
+  if state == 'PENDING' and holder ~= '' and holder ~= owner then
+    local expires = tonumber(f[3] or '0')
+    if expires > now then
+      return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now), '0', hash}
+    end
+    verdict, previous = 'TAKEN_OVER', holder
+  end
+  attempts = redis.call('HINCRBY', key, 'attempts', 1)
+  local fence = redis.call('HINCRBY', key, 'fence', 1)
+  if hash == '' then
+    hash = payload_hash
+    redis.call('HSET', key, 'payload_hash', hash)
+  end
+  redis.call('HSET', key, 'state', 'PENDING', 'owner', owner, 'locked_at', now,
+             'expires_at', now + lease, 'topic', topic, 'partition', part, 'offset', off)
+  redis.call('PEXPIRE', key, lease + keep)
+  return {verdict, tostring(attempts), '', last_error, previous, '0', tostring(fence), hash}
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local key, owner = KEYS[1], ARGV[1]
-local lease, keep = tonumber(ARGV[2]), tonumber(ARGV[3])
-local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result',
-                     'last_error', 'payload_hash')
-local state, holder = f[1], f[2] or ''
-local attempts, result, last_error, hash = f[4] or '0', f[5] or '', f[6] or '', f[7] or ''
-if state == 'COMPLETED' then
-  return {'DUPLICATE', attempts, result, last_error, '', '0', '0', hash}
+)lua";
+constexpr const char* kAcquireTail = R"lua(
+return acquire(now, KEYS[1], ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5],
+               ARGV[6], ARGV[7])
+)lua";
+
+// KEYS: the batch's keys (all on one server: single-node stores only). ARGV: owner, lease ms,
+// pending retention ms, then topic, partition, offset and payload hash per key. Returns the
+// acquire script's reply per key, in order: one script call claims a batch's keys (the
+// acquire script per key costs Redis a script call each).
+constexpr const char* kAcquireBatchTail = R"lua(
+local owner, lease, keep = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local out = {}
+for i = 1, #KEYS do
+  local a = 3 + (i - 1) * 4
+  out[i] = acquire(now, KEYS[i], owner, lease, keep, ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+                   ARGV[a + 4])
 end
-if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0', hash} end
-local verdict, previous = 'ACQUIRED', ''
-if state == 'PENDING' and holder ~= '' and holder ~= owner then
-  local expires = tonumber(f[3] or '0')
-  if expires > now then
-    return {'CONFLICT', attempts, '', last_error, holder, tostring(expires - now), '0', hash}
-  end
-  verdict, previous = 'TAKEN_OVER', holder
-end
-attempts = redis.call('HINCRBY', key, 'attempts', 1)
-local fence = redis.call('HINCRBY', key, 'fence', 1)
-if hash == '' then
-  hash = ARGV[7]
-  redis.call('HSET', key, 'payload_hash', hash)
-end
-redis.call('HSET', key, 'state', 'PENDING', 'owner', owner, 'locked_at', now,
-           'expires_at', now + lease, 'topic', ARGV[4], 'partition', ARGV[5], 'offset', ARGV[6])
-redis.call('PEXPIRE', key, lease + keep)
-return {verdict, tostring(attempts), '', last_error, previous, '0', tostring(fence), hash}
+return out
 )lua";
 
 // KEYS[1] key. ARGV: owner, result, completed ttl ms, fencing token. OK, or LOST when the
@@ -121,11 +141,22 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 'OK'
 )lua";
 
-enum ScriptId { kAcquire, kComplete, kRelease, kFail, kRenew, kUnclaim, kScriptCount };
-constexpr const char* kScripts[kScriptCount] = {kAcquireScript, kCompleteScript, kReleaseScript,
-                                                kFailScript,    kRenewScript,    kUnclaimScript};
-constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "release",
-                                                    "fail",    "renew",    "unclaim"};
+enum ScriptId { kAcquire, kComplete, kRelease, kFail, kRenew, kUnclaim, kAcquireBatch, kScriptCount };
+// The scripts' texts by ScriptId.
+const char* const* Scripts() {
+  static const std::string acquire = std::string(kAcquireFunction) + kAcquireTail;
+  static const std::string acquire_batch = std::string(kAcquireFunction) + kAcquireBatchTail;
+  static const char* const all[kScriptCount] = {acquire.c_str(), kCompleteScript, kReleaseScript,
+                                                kFailScript,     kRenewScript,    kUnclaimScript,
+                                                acquire_batch.c_str()};
+  return all;
+}
+constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "release",      "fail",
+                                                    "renew",   "unclaim",  "acquire-batch"};
+
+// Keys per acquire-batch call: a call blocks the server while it runs (about 10 µs a key), so
+// a batch of thousands goes as several calls, pipelined.
+constexpr size_t kKeysPerAcquireCall = 250;
 
 std::string Str(const redisReply* r) {
   return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
@@ -270,7 +301,7 @@ struct RedisStore::Impl {
 
   Status Load(ScriptId id) {
     // ctx is already set here, so Command() does not come back into EnsureConnected's loads.
-    auto r = Command({"SCRIPT", "LOAD", kScripts[id]});
+    auto r = Command({"SCRIPT", "LOAD", Scripts()[id]});
     if (!r.ok()) return r.status();
     const redisReply* reply = r->get();
     if (reply->type != REDIS_REPLY_STRING)
@@ -293,7 +324,7 @@ struct RedisStore::Impl {
     if (!c.ok()) return c.status();
     cluster = std::move(c).value();
     for (int i = 0; i < kScriptCount; ++i) {
-      auto r = cluster->Command("", {"SCRIPT", "LOAD", kScripts[i]});
+      auto r = cluster->Command("", {"SCRIPT", "LOAD", Scripts()[i]});
       if (!r.ok()) return r.status();
       if ((*r)->type != REDIS_REPLY_STRING)
         return Status::Precondition(where() + " refused to load the " + kScriptNames[i] +
@@ -312,7 +343,7 @@ struct RedisStore::Impl {
     auto r = cluster->Command(key, args, node);
     if (r.ok() && (*r)->type == REDIS_REPLY_ERROR && Str(r->get()).rfind("NOSCRIPT", 0) == 0) {
       args[0] = "EVAL";
-      args[1] = kScripts[id];
+      args[1] = Scripts()[id];
       r = cluster->Command(key, args, node);
     }
     if (!r.ok()) return r.status();
@@ -514,41 +545,63 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
   if (d.cluster) return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
   d.lease = lease;
-  // Every claim in one pipeline: one round trip for the batch.
+  // The batch's claims in acquire-batch calls of up to kKeysPerAcquireCall keys, pipelined:
+  // one round trip and one script call per 250 keys.
   std::vector<std::string> names;
-  for (const BatchRecord& r : records) {
-    names.push_back(d.KeyName(consumer, r.key));
-    const std::vector<std::string> args = {"EVALSHA",
-                                           d.sha[kAcquire],
-                                           "1",
-                                           names.back(),
-                                           owner,
-                                           Ms(lease),
-                                           Ms(d.options.pending_retention),
-                                           r.message->topic,
-                                           std::to_string(r.message->partition),
-                                           std::to_string(r.message->offset),
-                                           PayloadHash(*r.message)};
-    d.Append(args);
-  }
-  std::vector<RedisReplyPtr> replies;
-  WALRELAY_RETURN_IF_ERROR(d.ReadReplies(records.size(), &replies));
-  std::vector<Claim> claims;
-  for (size_t i = 0; i < records.size(); ++i) {
-    RedisReplyPtr reply = std::move(replies[i]);
-    if (reply->type == REDIS_REPLY_ERROR) {
-      // NOSCRIPT (a restarted server): Eval loads the script again.
-      auto again =
-          d.Eval(kAcquire, names[i],
-                 {owner, Ms(lease), Ms(d.options.pending_retention), records[i].message->topic,
-                  std::to_string(records[i].message->partition),
-                  std::to_string(records[i].message->offset), PayloadHash(*records[i].message)});
-      if (!again.ok()) return again.status();
-      reply = std::move(again).value();
+  for (const BatchRecord& r : records) names.push_back(d.KeyName(consumer, r.key));
+  auto append_calls = [&] {
+    for (size_t from = 0; from < records.size(); from += kKeysPerAcquireCall) {
+      const size_t n = std::min(kKeysPerAcquireCall, records.size() - from);
+      std::vector<std::string> args = {"EVALSHA", d.sha[kAcquireBatch], std::to_string(n)};
+      args.insert(args.end(), names.begin() + static_cast<std::ptrdiff_t>(from),
+                  names.begin() + static_cast<std::ptrdiff_t>(from + n));
+      args.insert(args.end(), {owner, Ms(lease), Ms(d.options.pending_retention)});
+      for (size_t i = from; i < from + n; ++i) {
+        const Message& m = *records[i].message;
+        args.insert(args.end(), {m.topic, std::to_string(m.partition), std::to_string(m.offset),
+                                 PayloadHash(m)});
+      }
+      d.Append(args);
     }
-    auto c = ParseClaim(reply.get(), d.where(), names[i]);
-    if (!c.ok()) return c.status();
-    claims.push_back(std::move(c).value());
+    return (records.size() + kKeysPerAcquireCall - 1) / kKeysPerAcquireCall;
+  };
+  std::vector<RedisReplyPtr> replies;
+  for (int round = 0; round < 2; ++round) {
+    replies.clear();
+    WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+    WALRELAY_RETURN_IF_ERROR(d.ReadReplies(append_calls(), &replies));
+    bool noscript = false;
+    for (const RedisReplyPtr& reply : replies)
+      if (reply->type == REDIS_REPLY_ERROR) {
+        const std::string err = Str(reply.get());
+        // NOSCRIPT (a restarted server, SCRIPT FLUSH): nothing ran; loaded again, sent again.
+        if (err.rfind("NOSCRIPT", 0) == 0 && round == 0) {
+          noscript = true;
+          continue;
+        }
+        return Status::Precondition(d.where() + ": the acquire-batch script failed: " + err);
+      }
+    if (!noscript) break;
+    // Calls that ran before a NOSCRIPT one claimed their keys. A batch whose every call
+    // failed is sent again; a partial one (scripts flushed between two calls of one
+    // pipeline) goes key by key, which counts one more attempt for the keys already claimed.
+    bool all_failed = true;
+    for (const RedisReplyPtr& reply : replies) all_failed &= reply->type == REDIS_REPLY_ERROR;
+    if (!all_failed) return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
+    WALRELAY_RETURN_IF_ERROR(d.Load(kAcquireBatch));
+  }
+  std::vector<Claim> claims;
+  for (size_t c = 0; c < replies.size(); ++c) {
+    const redisReply* reply = replies[c].get();
+    const size_t from = c * kKeysPerAcquireCall;
+    const size_t n = std::min(kKeysPerAcquireCall, records.size() - from);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n)
+      return Status::Internal(d.where() + ": unexpected acquire-batch reply");
+    for (size_t i = 0; i < n; ++i) {
+      auto claim = ParseClaim(reply->element[i], d.where(), names[from + i]);
+      if (!claim.ok()) return claim.status();
+      claims.push_back(std::move(claim).value());
+    }
   }
   return claims;
 }

@@ -135,6 +135,53 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "PostgresStore batches: a handler that ends the batch's transaction; a COMMIT keeps the "
+    "earlier records with their marks, a ROLLBACK sends the batch record by record") {
+  ConsumerFixture f;
+  auto store = f.Store();
+  const std::vector<wc::Message> m = {Msg(0), Msg(1), Msg(2)};
+  auto state = [&](const std::string& key) {
+    return f.Value(
+        "SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
+        "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
+        key + "'");
+  };
+  for (const std::string end : {"COMMIT", "  rollback"}) {
+    CAPTURE(end);
+    f.Exec("DELETE FROM effects");
+    const std::string p = end == "COMMIT" ? "c" : "r";
+    const std::vector<std::string> keys = {p + "1", p + "2", p + "3"};
+    auto claims = store->AcquireBatch("svc", Batch(m, keys), "me", 30s);
+    REQUIRE(claims.ok());
+    auto records = Batch(m, keys);
+    for (size_t i = 0; i < records.size(); ++i) records[i].claim = (*claims)[i];
+    auto handler = [&](wc::HandlerContext& ctx) {
+      auto r = ctx.Exec("INSERT INTO effects (key) VALUES ($1)", {ctx.idempotency_key()});
+      if (!r.ok()) return wc::HandlerContext::SqlFailure(r.status());
+      if (ctx.idempotency_key() == keys[1]) (void)ctx.Exec(end, {});
+      return wc::HandlerResult::Done();
+    };
+    auto run = store->RunBatch("svc", records, "me", 1h, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    if (end == "COMMIT") {
+      // The first record's row and mark were committed by the handler's COMMIT itself.
+      REQUIRE(run->size() == 2);
+      CHECK((*run)[0].kind == wc::RunOutcome::Kind::kCompleted);
+      CHECK((*run)[1].kind == wc::RunOutcome::Kind::kFailed);
+      CHECK((*run)[1].handler.error_class == "HandlerEndedTransaction");
+      CHECK(state("c1") == "COMPLETED/1/-");
+      CHECK(state("c3") == "PENDING/0/-");
+      CHECK(f.Value("SELECT string_agg(key, ',' ORDER BY key) FROM effects") == "c1,c2");
+    } else {
+      CHECK(run->empty());  // nothing kept: the caller goes record by record
+      CHECK(f.Count("SELECT count(*) FROM effects") == 0);
+      CHECK(state("r1") == "PENDING/0/-");
+      CHECK(state("r3") == "PENDING/0/-");
+    }
+  }
+}
+
+TEST_CASE(
     "RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
     "per record; the claims after a failure are given back uncounted") {
   auto redis = StartRedis();
@@ -259,7 +306,8 @@ TEST_CASE(
     CHECK(c.stats().retries == 1);
     std::lock_guard<std::mutex> lock(mu);
     CHECK(runs.size() == 40);
-    for (const auto& [key, n] : runs) CHECK_MESSAGE(n == (key == "e-13" ? 2 : 1), key);
+    for (const auto& run : runs)
+      CHECK_MESSAGE(run.second == (run.first == "e-13" ? 2 : 1), run.first);
     CHECK(*redis->Command({"HGET", "walrelay:consumer:svc:e-14", "attempts"}) == "1");
   }
   std::lock_guard<std::mutex> lock(mu);

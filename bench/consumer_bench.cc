@@ -119,11 +119,11 @@ void Produce(const std::string& bootstrap, const std::string& topic, int records
       rd_kafka_header_add(headers, "sent", -1, sent.data(), static_cast<ssize_t>(sent.size()));
     }
     while (true) {
-      const rd_kafka_resp_err_t e = rd_kafka_producev(
-          rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
-          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-          RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
-          RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END);
+      const rd_kafka_resp_err_t e =
+          rd_kafka_producev(rk.get(), RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(0),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                            RD_KAFKA_V_VALUE(const_cast<char*>(value.data()), value.size()),
+                            RD_KAFKA_V_HEADERS(headers), RD_KAFKA_V_END);
       if (e == RD_KAFKA_RESP_ERR_NO_ERROR) break;
       if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) Die(rd_kafka_err2str(e));
       rd_kafka_poll(rk.get(), 10);
@@ -190,7 +190,8 @@ Result Summarise(const std::string& mode, const Timeline& t) {
   if (t.finished.size() < 2) return r;
   std::vector<double> gaps;
   for (size_t i = 1; i < t.finished.size(); ++i)
-    gaps.push_back(std::chrono::duration<double, std::milli>(t.finished[i] - t.finished[i - 1]).count());
+    gaps.push_back(
+        std::chrono::duration<double, std::milli>(t.finished[i] - t.finished[i - 1]).count());
   const double seconds =
       std::chrono::duration<double>(t.finished.back() - t.finished.front()).count();
   r.records_per_second = static_cast<double>(gaps.size()) / seconds;
@@ -219,8 +220,10 @@ Timeline RunPlain(const std::string& bootstrap, const std::string& topic, int re
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   const std::string group = "plain-" + topic;
-  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()}, {"group.id", group.c_str()},
-                      {"auto.offset.reset", "earliest"}, {"fetch.wait.max.ms", "50"}})
+  for (auto [k, v] : {std::pair{"bootstrap.servers", bootstrap.c_str()},
+                      {"group.id", group.c_str()},
+                      {"auto.offset.reset", "earliest"},
+                      {"fetch.wait.max.ms", "50"}})
     if (rd_kafka_conf_set(conf, k, v, err, sizeof err) != RD_KAFKA_CONF_OK) Die(err);
   walrelay::KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err));
   if (!rk) Die(err);
@@ -304,9 +307,10 @@ int main(int argc, char** argv) {
   const std::string csv = argc > 2 ? argv[2] : "";
   const int rate = argc > 3 ? std::atoi(argv[3]) : 2000;
   // WALRELAY_BENCH_PACED_SECONDS: how long each paced round sends (10 s by default).
-  const int paced_seconds = std::getenv("WALRELAY_BENCH_PACED_SECONDS") != nullptr
-                                ? std::max(1, std::atoi(std::getenv("WALRELAY_BENCH_PACED_SECONDS")))
-                                : 10;
+  const int paced_seconds =
+      std::getenv("WALRELAY_BENCH_PACED_SECONDS") != nullptr
+          ? std::max(1, std::atoi(std::getenv("WALRELAY_BENCH_PACED_SECONDS")))
+          : 10;
   const int rounds = std::getenv("WALRELAY_BENCH_ROUNDS") != nullptr
                          ? std::max(1, std::atoi(std::getenv("WALRELAY_BENCH_ROUNDS")))
                          : 3;
@@ -324,7 +328,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "PostgreSQL, redis-server and Apache Kafka %s up; %d records per mode\n",
                walrelay::devtools::KafkaBroker::Version().c_str(), records);
   std::ifstream keys_sql(std::string(WALRELAY_SOURCE_DIR) + "/docs/consumer.sql");
-  const std::string ddl((std::istreambuf_iterator<char>(keys_sql)), std::istreambuf_iterator<char>());
+  const std::string ddl((std::istreambuf_iterator<char>(keys_sql)),
+                        std::istreambuf_iterator<char>());
   Must(pg->Exec(ddl), "keys table");
   Must(pg->Exec("CREATE TABLE effects (key text NOT NULL, note text)"), "effects table");
   auto effects = Must(wc::ConnectPg(pg->ConnInfo(), "effects"), "effects connection");
@@ -393,15 +398,16 @@ int main(int argc, char** argv) {
 
   std::vector<Result> results;
   auto report = [&](const Result& r) {
-    std::fprintf(stderr, "%-15s %6d records  %8.0f records/s  p50 %.3f ms  p99 %.3f ms  max %.1f ms\n",
+    std::fprintf(stderr,
+                 "%-15s %6d records  %8.0f records/s  p50 %.3f ms  p99 %.3f ms  max %.1f ms\n",
                  r.mode.c_str(), r.records, r.records_per_second, r.p50_ms, r.p99_ms, r.max_ms);
   };
   // The modes take turns, `rounds` times, and each reports its median round: a burst of
   // other work on the machine then costs one round of one mode, not the comparison. The
   // record-at-a-time modes and dynalite take at most 5,000 records (they run at 300-3,000/s).
   auto records_for = [records](const std::string& mode) {
-    const bool slow = mode.find("batch1") != std::string::npos || mode == "dynamodb" ||
-                      mode == "plain-commit";
+    const bool slow =
+        mode.find("batch1") != std::string::npos || mode == "dynamodb" || mode == "plain-commit";
     return slow ? std::min(records, 5000) : records;
   };
   std::map<std::string, std::vector<Result>> rounds_of;
@@ -470,10 +476,8 @@ int main(int argc, char** argv) {
     auto& r = paced_rounds[mode.name];
     if (r.empty()) continue;
     Result m = Median(r, [](const Result& x) { return x.p99_ms; });
-    if (!plain_p99)
-      plain_p99 = m.p99_ms;
-    else
-      m.added_p99_ms = m.p99_ms - *plain_p99;
+    if (!plain_p99) plain_p99 = m.p99_ms;
+    else m.added_p99_ms = m.p99_ms - *plain_p99;
     results.push_back(m);
   }
   auto line = [](const Result& r) {

@@ -23,10 +23,11 @@ std::string OutboxRow(int seq) {
          R"j({"name":"id","type":"uuid","value":"10278639-abd1-4065-b9cd-4b55da59b546"},)j"
          R"j({"name":"aggregatetype","type":"character varying(255)","value":"order"},)j"
          R"j({"name":"aggregateid","type":"character varying(255)","value":"order-)j" +
-         std::to_string(seq) + R"j("},)j"
+         std::to_string(seq) +
+         R"j("},)j"
          R"j({"name":"type","type":"character varying(255)","value":"OrderCreated"},)j"
-         R"j({"name":"payload","type":"jsonb","value":"{\"seq\": )j" + std::to_string(seq) +
-         R"j(, \"note\": \")j" + note +
+         R"j({"name":"payload","type":"jsonb","value":"{\"seq\": )j" +
+         std::to_string(seq) + R"j(, \"note\": \")j" + note +
          R"j(\", \"amount\": 19.99, \"customer\": \"customer-7\"}"}],)j"
          R"j("pk":[{"name":"id","type":"uuid"}]})j";
 }
@@ -60,8 +61,9 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() -
-                                                               start).count() / per_round;
+    const double ns =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count() /
+        per_round;
     if (round == 0 || ns < best_ns) best_ns = ns;
   }
   std::printf("%zu-message stream, %zu messages a round, fastest of %d rounds: %.0f ns/message\n",

@@ -51,7 +51,8 @@ Result Measure(walrelay::Decoder& decoder, const std::vector<Message>& setup,
                const std::vector<Message>& timed, int rounds) {
   for (const auto& m : setup) {
     if (!decoder.Decode(m.payload, m.lsn).ok()) std::exit(1);
-    while (decoder.Next()) {}
+    while (decoder.Next()) {
+    }
   }
   size_t bytes = 0;
   for (const auto& m : timed) bytes += m.payload.size();

@@ -32,8 +32,7 @@ constexpr off_t kMaxReferencedFileBytes = 64 * 1024;
 bool SafeToRead(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return true;  // the loader reports it as unreadable
-  if (!S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size > kMaxReferencedFileBytes)
-    return false;
+  if (!S_ISREG(st.st_mode) || st.st_size == 0 || st.st_size > kMaxReferencedFileBytes) return false;
   char resolved[PATH_MAX];
   if (::realpath(path.c_str(), resolved) == nullptr) return false;
   const std::string_view real(resolved);

@@ -116,7 +116,8 @@ class HandlerContext {
   // RedisStore, DynamoStore: the claim's fencing token, larger for every claim of this key.
   // Pass it to downstream writes that can refuse a token lower than one they have seen: a
   // claimant whose lease was taken over (a process paused past its lease) then cannot
-  // overwrite the newer claimant's effect. 0 for PostgresStore, whose row lock already excludes a second runner.
+  // overwrite the newer claimant's effect. 0 for PostgresStore, whose row lock already excludes a
+  // second runner.
   int64_t fencing_token() const { return fencing_token_; }
 
   // PostgresStore: the connection, inside the transaction that will mark the key COMPLETED.
@@ -156,17 +157,17 @@ using KeyExtractor = std::function<Result<std::string>(const Message&)>;
 // The answer to a claim on a key.
 struct Claim {
   enum class State {
-    kAcquired,      // free or new: this owner may run the handler
-    kTakenOver,     // another owner's lease had expired: this owner took it
-    kDuplicate,     // COMPLETED before: skip; `result` holds the stored result
-    kFailed,        // dead-lettered before: skip
-    kConflict,      // another owner holds a live lease: try again after `retry_after`
+    kAcquired,   // free or new: this owner may run the handler
+    kTakenOver,  // another owner's lease had expired: this owner took it
+    kDuplicate,  // COMPLETED before: skip; `result` holds the stored result
+    kFailed,     // dead-lettered before: skip
+    kConflict,   // another owner holds a live lease: try again after `retry_after`
   };
   State state = State::kAcquired;
-  int attempts = 0;                       // runs started so far, this one included
-  std::string result;                     // kDuplicate
-  std::string last_error;                 // the latest recorded failure, if any
-  std::string previous_owner;             // kTakenOver, kConflict
+  int attempts = 0;                          // runs started so far, this one included
+  std::string result;                        // kDuplicate
+  std::string last_error;                    // the latest recorded failure, if any
+  std::string previous_owner;                // kTakenOver, kConflict
   std::chrono::milliseconds retry_after{0};  // kConflict: until the holder's lease ends
   int64_t fencing_token = 0;  // kAcquired, kTakenOver: this claim's token (Redis, DynamoDB)
   // The hash of the payload the key was first claimed with (PayloadHash); "" when the key is
@@ -302,8 +303,8 @@ class PostgresStore final : public IdempotencyStore {
 struct RedisStoreOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string password;  // AUTH when not empty; never in errors or logs
-  std::string username;  // ACL user for AUTH (Redis 6+); "" = default user
+  std::string password;                           // AUTH when not empty; never in errors or logs
+  std::string username;                           // ACL user for AUTH (Redis 6+); "" = default user
   std::string key_prefix = "walrelay:consumer:";  // keys are <prefix><consumer>:<key>
   std::chrono::milliseconds timeout = std::chrono::seconds(5);  // connect and command timeout
   // A PENDING key (attempts, last error) outlives its lease by this much, then Redis drops it.
@@ -445,10 +446,10 @@ using LogFunction = std::function<void(LogLevel, const std::string&)>;
 // What happened to one record, for ConsumerOptions::on_processed.
 struct RecordOutcome {
   enum class Kind {
-    kCompleted,     // the handler ran to completion now
-    kDuplicate,     // the key was COMPLETED before; handler not called
-    kDeadLettered,  // published to the dead-letter topic now, key FAILED
-    kAlreadyFailed, // the key was dead-lettered before; skipped
+    kCompleted,      // the handler ran to completion now
+    kDuplicate,      // the key was COMPLETED before; handler not called
+    kDeadLettered,   // published to the dead-letter topic now, key FAILED
+    kAlreadyFailed,  // the key was dead-lettered before; skipped
   };
   Kind kind = Kind::kCompleted;
   std::string idempotency_key;
@@ -530,9 +531,9 @@ struct ConsumerStats {
   int64_t completed = 0;
   int64_t duplicates = 0;
   int64_t dead_lettered = 0;
-  int64_t retries = 0;     // failed runs that were tried again
-  int64_t conflicts = 0;   // claims refused because another owner held the key
-  int64_t takeovers = 0;   // expired claims taken over
+  int64_t retries = 0;             // failed runs that were tried again
+  int64_t conflicts = 0;           // claims refused because another owner held the key
+  int64_t takeovers = 0;           // expired claims taken over
   int64_t payload_mismatches = 0;  // keys that came back with another payload
   int64_t claims = 0;              // claims granted (a handler run may follow)
   int64_t handler_runs = 0;        // handler calls, and their total duration
@@ -543,8 +544,8 @@ class Consumer {
  public:
   // Checks the options and creates the Kafka consumer and the dead-letter producer. The
   // store must outlive the consumer. Errors name the option that is wrong.
-  static Result<std::unique_ptr<Consumer>> Create(ConsumerOptions options,
-                                                  IdempotencyStore& store, Handler handler);
+  static Result<std::unique_ptr<Consumer>> Create(ConsumerOptions options, IdempotencyStore& store,
+                                                  Handler handler);
   ~Consumer();
   Consumer(const Consumer&) = delete;
   Consumer& operator=(const Consumer&) = delete;

@@ -63,11 +63,11 @@ extern "C" {
 
 /* What a callback reports. */
 typedef enum walrelay_status {
-  WALRELAY_OK = 0,    /* create(): the instance is ready. apply(): pass the record on as *out. */
-  WALRELAY_DROP = 1,  /* apply() only: drop the record; no later transform sees it. */
-  WALRELAY_ERROR = 2  /* failed; a message is in the error buffer. For apply() the host's
-                         error policy decides (stop without confirming, or dead-letter). Any
-                         other value is treated as WALRELAY_ERROR. */
+  WALRELAY_OK = 0,   /* create(): the instance is ready. apply(): pass the record on as *out. */
+  WALRELAY_DROP = 1, /* apply() only: drop the record; no later transform sees it. */
+  WALRELAY_ERROR = 2 /* failed; a message is in the error buffer. For apply() the host's
+                        error policy decides (stop without confirming, or dead-letter). Any
+                        other value is treated as WALRELAY_ERROR. */
 } walrelay_status;
 
 /* The row operation a record came from: Debezium's `op` letters. */
@@ -101,12 +101,12 @@ typedef struct walrelay_header {
 
 /* Where a record came from. Read-only: a transform cannot change it. */
 typedef struct walrelay_source {
-  uint32_t struct_size;    /* sizeof(walrelay_source) as the host built it */
-  int32_t operation;       /* a walrelay_operation */
-  uint64_t lsn;            /* WAL position of the row change (PostgreSQL prints it "X/X") */
-  walrelay_bytes table;    /* "schema.table" */
-  int64_t commit_time_ms;  /* commit time of the transaction, ms since the Unix epoch */
-  uint32_t xid;            /* transaction id */
+  uint32_t struct_size;   /* sizeof(walrelay_source) as the host built it */
+  int32_t operation;      /* a walrelay_operation */
+  uint64_t lsn;           /* WAL position of the row change (PostgreSQL prints it "X/X") */
+  walrelay_bytes table;   /* "schema.table" */
+  int64_t commit_time_ms; /* commit time of the transaction, ms since the Unix epoch */
+  uint32_t xid;           /* transaction id */
 } walrelay_source;
 
 /* One record as it goes to Kafka.
@@ -114,14 +114,14 @@ typedef struct walrelay_source {
  * The value is always bytes: when no transform before the plugin has replaced the structured
  * change event, the host first renders it as the Debezium change event JSON. */
 typedef struct walrelay_record {
-  uint32_t struct_size;  /* sizeof(walrelay_record) as the host built it */
-  int32_t partition;     /* WALRELAY_PARTITION_ANY, or a partition number */
-  walrelay_bytes topic;  /* never null or empty */
-  walrelay_bytes key;    /* null = null key */
-  walrelay_bytes value;  /* null = tombstone */
+  uint32_t struct_size;           /* sizeof(walrelay_record) as the host built it */
+  int32_t partition;              /* WALRELAY_PARTITION_ANY, or a partition number */
+  walrelay_bytes topic;           /* never null or empty */
+  walrelay_bytes key;             /* null = null key */
+  walrelay_bytes value;           /* null = tombstone */
   const walrelay_header *headers; /* header_count entries, in order */
   size_t header_count;
-  int64_t timestamp_ms;  /* record timestamp, ms since the Unix epoch (the commit time) */
+  int64_t timestamp_ms;          /* record timestamp, ms since the Unix epoch (the commit time) */
   const walrelay_source *source; /* never NULL; ignored in the output record */
 } walrelay_record;
 
@@ -152,8 +152,8 @@ typedef struct walrelay_create_args {
   uint32_t struct_size;
   const walrelay_host_api *host_api;
   walrelay_host *host;
-  const char *connector_name;  /* the connector's `name` */
-  const char *alias;           /* this transform's alias in `transforms=...` */
+  const char *connector_name; /* the connector's `name` */
+  const char *alias;          /* this transform's alias in `transforms=...` */
   const walrelay_config_entry *config;
   size_t config_count;
 } walrelay_create_args;
@@ -181,10 +181,10 @@ typedef struct walrelay_create_args {
  *   unloaded; never concurrently with apply().
  */
 typedef struct walrelay_transform_plugin {
-  uint32_t struct_size;  /* sizeof(walrelay_transform_plugin) */
-  uint32_t abi_version;  /* WALRELAY_TRANSFORM_ABI_VERSION */
-  const char *name;      /* short name for messages, e.g. "cloudevents" */
-  const char *version;   /* the plugin's own version, e.g. "1.0.0" */
+  uint32_t struct_size; /* sizeof(walrelay_transform_plugin) */
+  uint32_t abi_version; /* WALRELAY_TRANSFORM_ABI_VERSION */
+  const char *name;     /* short name for messages, e.g. "cloudevents" */
+  const char *version;  /* the plugin's own version, e.g. "1.0.0" */
   walrelay_status (*create)(const walrelay_create_args *args, void **instance, char *error,
                             size_t error_size);
   walrelay_status (*apply)(void *instance, const walrelay_record *in, walrelay_record *out,
@@ -193,8 +193,7 @@ typedef struct walrelay_transform_plugin {
 } walrelay_transform_plugin;
 
 /* The entry function's type, for the host's dlsym. */
-typedef const walrelay_transform_plugin *(*walrelay_transform_entry_fn)(
-    uint32_t host_abi_version);
+typedef const walrelay_transform_plugin *(*walrelay_transform_entry_fn)(uint32_t host_abi_version);
 
 /* Every plugin defines this function (and nothing else needs exporting). It may be called
  * more than once; it returns the same static descriptor, or NULL when the plugin cannot serve

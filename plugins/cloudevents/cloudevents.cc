@@ -35,7 +35,8 @@ std::string Rfc3339(int64_t ms) {
   gmtime_r(&t, &tm);
   char buf[96];  // room for any int the compiler can imagine in each field
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(millis));
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(millis));
   return buf;
 }
 
@@ -71,7 +72,8 @@ class CloudEvents {
     if (type == nullptr || type->value.data == nullptr) {
       error = "the record has no '" + type_header_ +
               "' header for the event type (see 'type.header'; the event router adds one with "
-              "table.fields.additional.placement=type:header:" + type_header_ + ")";
+              "table.fields.additional.placement=type:header:" +
+              type_header_ + ")";
       return WALRELAY_ERROR;
     }
     time_ = Rfc3339(in.timestamp_ms);

@@ -48,7 +48,8 @@ inline std::string ToLower(std::string s) {
 class Config {
  public:
   explicit Config(const walrelay_create_args& args) {
-    for (size_t i = 0; i < args.config_count; ++i) values_[args.config[i].key] = args.config[i].value;
+    for (size_t i = 0; i < args.config_count; ++i)
+      values_[args.config[i].key] = args.config[i].value;
   }
 
   std::optional<std::string> Take(const std::string& key) {
@@ -121,12 +122,15 @@ struct Adapter {
 
 }  // namespace walrelay_plugin
 
-#define WALRELAY_CPP_PLUGIN(Class, plugin_name, plugin_version)                               \
+#define WALRELAY_CPP_PLUGIN(Class, plugin_name, plugin_version)                                   \
   extern "C" WALRELAY_TRANSFORM_EXPORT const walrelay_transform_plugin* walrelay_transform_entry( \
-      uint32_t host_abi_version) {                                                          \
-    static const walrelay_transform_plugin kPlugin = {                                      \
-        sizeof(walrelay_transform_plugin), WALRELAY_TRANSFORM_ABI_VERSION, plugin_name,     \
-        plugin_version, &walrelay_plugin::Adapter<Class>::Create,                           \
-        &walrelay_plugin::Adapter<Class>::Apply, &walrelay_plugin::Adapter<Class>::Destroy}; \
-    return host_abi_version == WALRELAY_TRANSFORM_ABI_VERSION ? &kPlugin : nullptr;         \
+      uint32_t host_abi_version) {                                                                \
+    static const walrelay_transform_plugin kPlugin = {sizeof(walrelay_transform_plugin),          \
+                                                      WALRELAY_TRANSFORM_ABI_VERSION,             \
+                                                      plugin_name,                                \
+                                                      plugin_version,                             \
+                                                      &walrelay_plugin::Adapter<Class>::Create,   \
+                                                      &walrelay_plugin::Adapter<Class>::Apply,    \
+                                                      &walrelay_plugin::Adapter<Class>::Destroy}; \
+    return host_abi_version == WALRELAY_TRANSFORM_ABI_VERSION ? &kPlugin : nullptr;               \
   }

@@ -91,8 +91,8 @@ static int parse_bool(const char *s) {
   return -1;
 }
 
-static walrelay_status filter_create(const walrelay_create_args *args, void **instance,
-                                     char *error, size_t error_size) {
+static walrelay_status filter_create(const walrelay_create_args *args, void **instance, char *error,
+                                     size_t error_size) {
   const char *header = NULL;
   const char *values = NULL;
   char message[160];
@@ -157,8 +157,8 @@ static int filter_matches(const filter *f, const walrelay_record *in) {
   return 0;
 }
 
-static walrelay_status filter_apply(void *instance, const walrelay_record *in,
-                                    walrelay_record *out, char *error, size_t error_size) {
+static walrelay_status filter_apply(void *instance, const walrelay_record *in, walrelay_record *out,
+                                    char *error, size_t error_size) {
   const filter *f = (const filter *)instance;
   (void)out; /* a kept record passes unchanged */
   (void)error;
@@ -166,9 +166,13 @@ static walrelay_status filter_apply(void *instance, const walrelay_record *in,
   return filter_matches(f, in) != f->negate ? WALRELAY_DROP : WALRELAY_OK;
 }
 
-static const walrelay_transform_plugin kFilterPlugin = {
-    sizeof(walrelay_transform_plugin), WALRELAY_TRANSFORM_ABI_VERSION, "filter", "1.0.0",
-    filter_create, filter_apply, filter_destroy};
+static const walrelay_transform_plugin kFilterPlugin = {sizeof(walrelay_transform_plugin),
+                                                        WALRELAY_TRANSFORM_ABI_VERSION,
+                                                        "filter",
+                                                        "1.0.0",
+                                                        filter_create,
+                                                        filter_apply,
+                                                        filter_destroy};
 
 const walrelay_transform_plugin *walrelay_transform_entry(uint32_t host_abi_version) {
   return host_abi_version == WALRELAY_TRANSFORM_ABI_VERSION ? &kFilterPlugin : NULL;

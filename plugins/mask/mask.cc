@@ -30,18 +30,30 @@ class MaskingFilter : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Mas
 
   size_t masked() const { return masked_; }
 
-  bool Null() { return Scalar([&] { return writer_.Null(); }); }
-  bool Bool(bool b) { return Scalar([&] { return writer_.Bool(b); }); }
+  bool Null() {
+    return Scalar([&] { return writer_.Null(); });
+  }
+  bool Bool(bool b) {
+    return Scalar([&] { return writer_.Bool(b); });
+  }
   bool RawNumber(const char* s, rapidjson::SizeType n, bool) {
     return Scalar([&] { return writer_.RawNumber(s, n); });
   }
   bool String(const char* s, rapidjson::SizeType n, bool) {
     return Scalar([&] { return writer_.String(s, n); });
   }
-  bool StartObject() { return Open([&] { return writer_.StartObject(); }); }
-  bool StartArray() { return Open([&] { return writer_.StartArray(); }); }
-  bool EndObject(rapidjson::SizeType) { return Close([&] { return writer_.EndObject(); }); }
-  bool EndArray(rapidjson::SizeType) { return Close([&] { return writer_.EndArray(); }); }
+  bool StartObject() {
+    return Open([&] { return writer_.StartObject(); });
+  }
+  bool StartArray() {
+    return Open([&] { return writer_.StartArray(); });
+  }
+  bool EndObject(rapidjson::SizeType) {
+    return Close([&] { return writer_.EndObject(); });
+  }
+  bool EndArray(rapidjson::SizeType) {
+    return Close([&] { return writer_.EndArray(); });
+  }
 
   bool Key(const char* s, rapidjson::SizeType n, bool) {
     if (skip_depth_ > 0) return true;
@@ -93,10 +105,10 @@ class MaskingFilter : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Mas
   const bool remove_;
   const std::string& replacement_;
   Writer& writer_;
-  std::string path_;                // dotted path of the current member
-  std::vector<size_t> bases_{0};    // length of path_ where each open container began
-  bool skip_next_ = false;          // the next value belongs to a masked member
-  int skip_depth_ = 0;              // > 0 while inside a masked value
+  std::string path_;              // dotted path of the current member
+  std::vector<size_t> bases_{0};  // length of path_ where each open container began
+  bool skip_next_ = false;        // the next value belongs to a masked member
+  int skip_depth_ = 0;            // > 0 while inside a masked value
   size_t masked_ = 0;
 };
 

@@ -4,12 +4,13 @@
 // sees it. Everything is removed afterwards.
 #include <spdlog/spdlog.h>
 
-#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
-#include <boost/asio.hpp>
 #include <chrono>
 #include <cstdio>
 #include <set>
 #include <thread>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
+#include <boost/asio.hpp>
 
 #include "cli/commands.h"
 #include "cli/outbox_sql.h"
@@ -67,7 +68,8 @@ int DemoCommand(int events, bool real_broker) {
   "config": {
     "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
     "database.hostname": "127.0.0.1",
-    "database.port": ")" + std::to_string((*pg)->port()) + R"(",
+    "database.port": ")" + std::to_string((*pg)->port()) +
+                                  R"(",
     "database.user": "postgres",
     "database.dbname": "postgres",
     "plugin.name": "pgoutput",
@@ -78,7 +80,8 @@ int DemoCommand(int events, bool real_broker) {
     "transforms": "outbox",
     "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
     "transforms.outbox.table.fields.additional.placement": "type:header:eventType",
-    "kafka.bootstrap.servers": ")" + bootstrap_servers + R"("
+    "kafka.bootstrap.servers": ")" +
+                                  bootstrap_servers + R"("
   }
 })";
   Say("connector config (the same JSON you would POST to Kafka Connect)");
@@ -109,18 +112,18 @@ int DemoCommand(int events, bool real_broker) {
   }
 
   Say("inserting " + std::to_string(events) + " outbox events (and deleting them, as apps do)");
-  const char* kinds[][2] = {{"Order", "OrderCreated"}, {"Customer", "CustomerRegistered"},
-                            {"Order", "OrderPaid"}};
+  const char* kinds[][2] = {
+      {"Order", "OrderCreated"}, {"Customer", "CustomerRegistered"}, {"Order", "OrderPaid"}};
   std::set<std::string> topics;
   std::string sql = "BEGIN;";
   for (int i = 0; i < events; ++i) {
     const auto& kind = kinds[i % 3];
-    const std::string aggregate_id = std::string(kind[0]) == "Order" ? "order-" + std::to_string(1 + i % 2)
-                                                                    : "customer-7";
+    const std::string aggregate_id =
+        std::string(kind[0]) == "Order" ? "order-" + std::to_string(1 + i % 2) : "customer-7";
     topics.insert(std::string("outbox.event.") + kind[0]);
     sql += "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES (" +
-           std::string("gen_random_uuid(), '") + kind[0] + "', '" + aggregate_id + "', '" + kind[1] +
-           "', jsonb_build_object('seq', " + std::to_string(i + 1) +
+           std::string("gen_random_uuid(), '") + kind[0] + "', '" + aggregate_id + "', '" +
+           kind[1] + "', jsonb_build_object('seq', " + std::to_string(i + 1) +
            ", 'note', 'événement n°" + std::to_string(i + 1) + "', 'amount', 19.99));";
   }
   sql += "DELETE FROM outbox; COMMIT;";

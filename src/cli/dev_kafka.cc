@@ -36,9 +36,8 @@ int DevKafkaCommand(const DevKafkaOptions& options) {
   std::unique_ptr<devtools::KafkaBroker> apache;
   if (options.broker == "apache") {
     if (options.brokers != 1 && options.brokers != 3) {
-      return ReportStartFailure(
-          Status::Config("--brokers must be 1 or 3 with --broker apache, not " +
-                         std::to_string(options.brokers)));
+      return ReportStartFailure(Status::Config(
+          "--brokers must be 1 or 3 with --broker apache, not " + std::to_string(options.brokers)));
     }
     devtools::KafkaBrokerOptions broker_options;
     broker_options.nodes = options.brokers;
@@ -49,8 +48,8 @@ int DevKafkaCommand(const DevKafkaOptions& options) {
     std::fprintf(stderr,
                  "Apache Kafka %s (KRaft), %d node(s), started in %.1f s; data in %s (deleted "
                  "on exit); stop with Ctrl-C\n",
-                 devtools::KafkaBroker::Version().c_str(), apache->nodes(),
-                 apache->start_seconds(), apache->base_dir().c_str());
+                 devtools::KafkaBroker::Version().c_str(), apache->nodes(), apache->start_seconds(),
+                 apache->base_dir().c_str());
   } else {
     auto started = devtools::MockKafka::Start(options.brokers);
     if (!started.ok()) return ReportStartFailure(started.status());

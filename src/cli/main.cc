@@ -2,10 +2,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <CLI/CLI.hpp>
-#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
-#include <boost/asio.hpp>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <pthread.h>
 
@@ -15,6 +13,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <thread>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
+#include <boost/asio.hpp>
 
 #include "cli/commands.h"
 #include "common/logging.h"
@@ -177,8 +178,9 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   watcher.Watch(relay);
   // The REST API shares the relay's loop, so its handlers read relay state without locks.
   std::unique_ptr<RestApi> api;
-  auto server = HttpServer::Start(io, relay.settings().listener,
-                                  [&api](const HttpRequest& request) { return api->Handle(request); });
+  auto server =
+      HttpServer::Start(io, relay.settings().listener,
+                        [&api](const HttpRequest& request) { return api->Handle(request); });
   if (!server.ok()) {
     spdlog::error("{}", server.status().ToString());
     return ExitCodeFor(server.status());
@@ -216,25 +218,30 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
 
-  CLI::App app{"walrelay: relays a PostgreSQL outbox table (logical replication, pgoutput or wal2json) to "
-               "Kafka, Debezium-compatible, confirming WAL only after Kafka acknowledged it."};
+  CLI::App app{
+      "walrelay: relays a PostgreSQL outbox table (logical replication, pgoutput or wal2json) to "
+      "Kafka, Debezium-compatible, confirming WAL only after Kafka acknowledged it."};
   app.set_version_flag("--version", std::string("walrelay ") + WALRELAY_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // `walrelay run --config f --log-level debug` works as well as before `run`
   std::string log_level = "info";
   auto* log_level_option =
-      app.add_option("--log-level", log_level, "trace, debug, info, warn, error, off (overrides "
-                                               "log.level in the config)")
-      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
-      ->capture_default_str();
+      app.add_option("--log-level", log_level,
+                     "trace, debug, info, warn, error, off (overrides "
+                     "log.level in the config)")
+          ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+          ->capture_default_str();
 
   std::string config_path;
-  auto* run = app.add_subcommand("run", "Run the relay with a Kafka Connect style connector config");
-  run->add_option("-c,--config", config_path, "connector config (JSON)")->required()
+  auto* run =
+      app.add_subcommand("run", "Run the relay with a Kafka Connect style connector config");
+  run->add_option("-c,--config", config_path, "connector config (JSON)")
+      ->required()
       ->check(CLI::ExistingFile);
   auto* validate = app.add_subcommand(
       "validate", "Check a config, connect, and report wal_level, the slot and the tables");
-  validate->add_option("-c,--config", config_path, "connector config (JSON)")->required()
+  validate->add_option("-c,--config", config_path, "connector config (JSON)")
+      ->required()
       ->check(CLI::ExistingFile);
   DevKafkaOptions dev_kafka_options;
   auto* dev_kafka = app.add_subcommand(
@@ -245,11 +252,14 @@ int main(int argc, char** argv) {
       "limits or security) and persists nothing. --broker apache: a real Apache Kafka broker "
       "(KRaft, JVM) from scripts/fetch-kafka.sh's cache, a few seconds to start");
   dev_kafka->add_option("--broker", dev_kafka_options.broker, "mock or apache")
-      ->check(CLI::IsMember({"mock", "apache"}))->capture_default_str();
-  dev_kafka->add_option("--brokers", dev_kafka_options.brokers,
-                        "number of brokers (mock: 1-9; apache: 1, or 3 with replication factor 3 "
-                        "and min.insync.replicas=2)")
-      ->check(CLI::Range(1, 9))->capture_default_str();
+      ->check(CLI::IsMember({"mock", "apache"}))
+      ->capture_default_str();
+  dev_kafka
+      ->add_option("--brokers", dev_kafka_options.brokers,
+                   "number of brokers (mock: 1-9; apache: 1, or 3 with replication factor 3 "
+                   "and min.insync.replicas=2)")
+      ->check(CLI::Range(1, 9))
+      ->capture_default_str();
   int events = 6;
   std::string demo_kafka = "mock";
   auto* demo = app.add_subcommand(
@@ -257,10 +267,12 @@ int main(int argc, char** argv) {
       "Start a throwaway PostgreSQL and Kafka, relay sample outbox events and print them as a "
       "consumer sees them, then clean up. --kafka mock (default) uses librdkafka's mock "
       "cluster and needs no JVM; --kafka apache uses a real Apache Kafka broker");
-  demo->add_option("--events", events, "sample events to insert")->check(CLI::Range(1, 100000))
+  demo->add_option("--events", events, "sample events to insert")
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   demo->add_option("--kafka", demo_kafka, "mock or apache")
-      ->check(CLI::IsMember({"mock", "apache"}))->capture_default_str();
+      ->check(CLI::IsMember({"mock", "apache"}))
+      ->capture_default_str();
 
   ConsumerGcOptions gc;
   auto* consumer_gc = app.add_subcommand(
@@ -274,10 +286,13 @@ int main(int argc, char** argv) {
   consumer_gc->add_option("--table", gc.table, "[schema.]table of processed keys")
       ->capture_default_str();
   consumer_gc->add_option("--batch", gc.batch_size, "rows deleted per transaction")
-      ->check(CLI::Range(1, 1000000))->capture_default_str();
-  consumer_gc->add_option("--pending-retention-hours", gc.pending_retention_hours,
-                          "also delete PENDING keys whose lease ended this long ago")
-      ->check(CLI::Range(0, 1000000))->capture_default_str();
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  consumer_gc
+      ->add_option("--pending-retention-hours", gc.pending_retention_hours,
+                   "also delete PENDING keys whose lease ended this long ago")
+      ->check(CLI::Range(0, 1000000))
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);

@@ -32,13 +32,14 @@ int ValidateCommand(const std::string& config_path) {
   if (!config.ok()) return Problem(config.status());
   auto settings = ParseRelaySettings(*config);
   if (!settings.ok()) return Problem(settings.status());
-  auto chain = TransformChain::Build(settings->properties,
-                                     {settings->topic_prefix, settings->dbname, settings->name,
-                                      settings->column_modes});
+  auto chain = TransformChain::Build(
+      settings->properties,
+      {settings->topic_prefix, settings->dbname, settings->name, settings->column_modes});
   if (!chain.ok()) return Problem(chain.status());
   Line("connector:", config->name);
   Line("transforms:", std::to_string(chain->size()));
-  for (const auto& key : settings->properties.UnreadKeys()) Line("unknown key:", key + " (ignored)");
+  for (const auto& key : settings->properties.UnreadKeys())
+    Line("unknown key:", key + " (ignored)");
 
   auto conn = ReplicationConnection::Connect(*settings);
   if (!conn.ok()) return Problem(conn.status());
@@ -63,13 +64,13 @@ int ValidateCommand(const std::string& config_path) {
   const SlotInfo& slot = report.slot;
   if (!slot.exists) {
     Line("slot:", settings->slot_name + " (does not exist; `run` creates it with " +
-                     settings->plugin_name + ")");
+                      settings->plugin_name + ")");
   } else {
     Line("slot:", settings->slot_name);
     Line("  plugin:", slot.plugin);
     Line("  database:", slot.database);
-    Line("  active:", slot.active ? "yes (pid " + std::to_string(slot.active_pid.value_or(0)) + ")"
-                                  : "no");
+    Line("  active:",
+         slot.active ? "yes (pid " + std::to_string(slot.active_pid.value_or(0)) + ")" : "no");
     Line("  confirmed LSN:", slot.confirmed_flush.ToString());
     Line("  wal_status:", slot.wal_status);
   }
@@ -90,8 +91,8 @@ int ValidateCommand(const std::string& config_path) {
 
   // The producer's config is checked locally; then one bounded metadata request tells whether
   // the brokers answer.
-  auto producer = KafkaProducer::Create(settings->kafka, [](const DeliveryReport&) {}, {},
-                                        settings->ProvidedKafkaKeys());
+  auto producer = KafkaProducer::Create(
+      settings->kafka, [](const DeliveryReport&) {}, {}, settings->ProvidedKafkaKeys());
   if (!producer.ok()) return Problem(producer.status());
   auto reachable = (*producer)->CheckBrokers(5000);
   if (!reachable.ok()) return Problem(reachable.status());

@@ -7,7 +7,9 @@ namespace walrelay {
 
 Result<Lsn> Lsn::Parse(std::string_view text) {
   const auto slash = text.find('/');
-  auto bad = [&] { return Status::Decode("invalid LSN '" + std::string(text) + "', expected X/X in hex"); };
+  auto bad = [&] {
+    return Status::Decode("invalid LSN '" + std::string(text) + "', expected X/X in hex");
+  };
   if (slash == std::string_view::npos || slash == 0 || slash + 1 >= text.size() || slash > 8 ||
       text.size() - slash - 1 > 8) {
     return bad();
@@ -17,7 +19,8 @@ Result<Lsn> Lsn::Parse(std::string_view text) {
     auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), out, 16);
     return ec == std::errc() && ptr == part.data() + part.size();
   };
-  if (!parse_part(text.substr(0, slash), hi) || !parse_part(text.substr(slash + 1), lo)) return bad();
+  if (!parse_part(text.substr(0, slash), hi) || !parse_part(text.substr(slash + 1), lo))
+    return bad();
   return Lsn((static_cast<uint64_t>(hi) << 32) | lo);
 }
 

@@ -79,7 +79,8 @@ Result<int64_t> ParsePgTimestampMicros(std::string_view s) {
     if (pos != s.size()) return bad();
     offset_seconds = (oh * 3600 + om * 60 + os) * (sign == '-' ? -1 : 1);
   }
-  const int64_t days = DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
+  const int64_t days =
+      DaysFromCivil(year, static_cast<unsigned>(month), static_cast<unsigned>(day));
   const int64_t seconds = days * 86400 + hour * 3600 + minute * 60 + second - offset_seconds;
   return seconds * 1000000 + micros;
 }

@@ -16,27 +16,27 @@ namespace walrelay {
 
 enum class ErrorCode {
   kOk = 0,
-  kConfig,       // bad or missing configuration value
-  kConnection,   // cannot reach or lost PostgreSQL
-  kProtocol,     // unexpected replication protocol message
-  kDecode,       // wal2json output we cannot parse
-  kTransform,    // a transform rejected a record
-  kKafka,        // Kafka rejected a record or the producer failed
-  kPrecondition, // server-side setup is wrong (slot in another database, held elsewhere, ...)
+  kConfig,        // bad or missing configuration value
+  kConnection,    // cannot reach or lost PostgreSQL
+  kProtocol,      // unexpected replication protocol message
+  kDecode,        // wal2json output we cannot parse
+  kTransform,     // a transform rejected a record
+  kKafka,         // Kafka rejected a record or the producer failed
+  kPrecondition,  // server-side setup is wrong (slot in another database, held elsewhere, ...)
   kInternal,
   // Setup problems each get their own class, so scripts can tell them apart by exit code.
-  kWalLevel,          // wal_level is not logical
-  kNoReplicationRole, // the user lacks REPLICATION
-  kTableMissing,      // an included table does not exist
-  kSlotMissing,       // the slot does not exist and slot.create=false
-  kSlotInvalidated,   // the slot's WAL is gone (wal_status lost)
-  kSlotWrongPlugin,   // the slot uses another output plugin
-  kAuthentication,    // PostgreSQL refused the login (password, pg_hba, unknown role/db)
-  kSlotInUse,         // another process streams from the slot (a standby waits for it)
-  kSlotGone,          // the slot this relay streamed from no longer exists
-  kPublicationMissing,    // pgoutput: the publication does not exist and may not be created
-  kPublicationLacksTable, // pgoutput: the publication does not publish an included table
-  kPublicationPrivilege,  // pgoutput: creating or changing the publication was refused
+  kWalLevel,               // wal_level is not logical
+  kNoReplicationRole,      // the user lacks REPLICATION
+  kTableMissing,           // an included table does not exist
+  kSlotMissing,            // the slot does not exist and slot.create=false
+  kSlotInvalidated,        // the slot's WAL is gone (wal_status lost)
+  kSlotWrongPlugin,        // the slot uses another output plugin
+  kAuthentication,         // PostgreSQL refused the login (password, pg_hba, unknown role/db)
+  kSlotInUse,              // another process streams from the slot (a standby waits for it)
+  kSlotGone,               // the slot this relay streamed from no longer exists
+  kPublicationMissing,     // pgoutput: the publication does not exist and may not be created
+  kPublicationLacksTable,  // pgoutput: the publication does not publish an included table
+  kPublicationPrivilege,   // pgoutput: creating or changing the publication was refused
   // Kafka refusing the producer itself, not one record: retrying cannot cure these.
   kKafkaAuthentication,  // SASL authentication failed (mechanism, username, password)
   kKafkaTls,             // TLS handshake failed (untrusted certificate either way, bad key)
@@ -86,7 +86,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {  // NOLINT: implicit by design
     assert(!std::get<Status>(data_).ok());
   }
@@ -112,8 +112,8 @@ class [[nodiscard]] Result {
 }  // namespace walrelay
 
 // Propagates a non-OK Status to the caller.
-#define WALRELAY_RETURN_IF_ERROR(expr)          \
-  do {                                          \
-    ::walrelay::Status _st = (expr);            \
-    if (!_st.ok()) return _st;                  \
+#define WALRELAY_RETURN_IF_ERROR(expr) \
+  do {                                 \
+    ::walrelay::Status _st = (expr);   \
+    if (!_st.ok()) return _st;         \
   } while (0)

@@ -12,7 +12,8 @@ namespace walrelay {
 bool IsSecretKey(std::string_view key) {
   const std::string k = ToLower(key);
   auto ends_with = [&](std::string_view suffix) {
-    return k.size() >= suffix.size() && std::string_view(k).substr(k.size() - suffix.size()) == suffix;
+    return k.size() >= suffix.size() &&
+           std::string_view(k).substr(k.size() - suffix.size()) == suffix;
   };
   if (ends_with("sasl.jaas.config") || ends_with("sasl.oauthbearer.config") ||
       ends_with("ssl.key.pem") || ends_with("ssl_key")) {
@@ -63,11 +64,13 @@ Result<std::string> SubstituteConfigValue(const std::string& key, const std::str
     } else if (ref.rfind("file:", 0) == 0) {
       const std::string path = ref.substr(5);
       std::ifstream in(path, std::ios::binary);
-      if (!in) return Status::Config("'" + key + "' refers to file " + path + ", which cannot be read");
+      if (!in)
+        return Status::Config("'" + key + "' refers to file " + path + ", which cannot be read");
       std::stringstream ss;
       ss << in.rdbuf();
       std::string content = ss.str();
-      while (!content.empty() && (content.back() == '\n' || content.back() == '\r')) content.pop_back();
+      while (!content.empty() && (content.back() == '\n' || content.back() == '\r'))
+        content.pop_back();
       out += content;
       if (resolved) *resolved = true;
     } else {
@@ -98,7 +101,8 @@ Result<ConnectorConfig> ParseConnectorConfig(std::string_view json, const std::s
       return Status::Config(origin + ": \"config\" must be an object of connector keys");
     flat = &config_it->value;
     auto name_it = doc.FindMember("name");
-    if (name_it != doc.MemberEnd() && name_it->value.IsString()) result.name = name_it->value.GetString();
+    if (name_it != doc.MemberEnd() && name_it->value.IsString())
+      result.name = name_it->value.GetString();
   }
   std::map<std::string, std::string> values;
   for (const auto& m : flat->GetObject()) {

@@ -2,9 +2,9 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -22,17 +22,30 @@ namespace walrelay {
 namespace {
 
 constexpr const char* kAcceptedWithoutEffect[] = {
-    "connector.class", "tasks.max", "snapshot.mode", "max.batch.size",
-    "poll.interval.ms", "heartbeat.interval.ms", "provide.transaction.metadata",
-    "schema.include.list", "include.schema.changes", "database.server.name",
-    "skipped.operations", "lsn.flush.mode", "slot.max.retries",
-    "errors.log.enable", "errors.log.include.messages", "retriable.restart.connector.wait.ms",
-    "errors.deadletterqueue.topic.replication.factor", "errors.retry.delay.max.ms",
+    "connector.class",
+    "tasks.max",
+    "snapshot.mode",
+    "max.batch.size",
+    "poll.interval.ms",
+    "heartbeat.interval.ms",
+    "provide.transaction.metadata",
+    "schema.include.list",
+    "include.schema.changes",
+    "database.server.name",
+    "skipped.operations",
+    "lsn.flush.mode",
+    "slot.max.retries",
+    "errors.log.enable",
+    "errors.log.include.messages",
+    "retriable.restart.connector.wait.ms",
+    "errors.deadletterqueue.topic.replication.factor",
+    "errors.retry.delay.max.ms",
 };
 
 bool IsPlainTableName(const std::string& s) {
   for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '$'))
+      return false;
   }
   return std::count(s.begin(), s.end(), '.') == 1;
 }
@@ -101,8 +114,8 @@ Status ParseHttpsFiles(const Properties& p, const std::set<std::string>& provide
     }
     return Status::Ok();
   }
-  for (auto [key, out] : {std::pair{kCertKey, &listener.certificate_path},
-                          std::pair{kKeyKey, &listener.key_path}}) {
+  for (auto [key, out] :
+       {std::pair{kCertKey, &listener.certificate_path}, std::pair{kKeyKey, &listener.key_path}}) {
     *out = Trim(p.GetString(key, ""));
     if (out->empty()) {
       return Status::Config("'listeners' is https://... but '" + std::string(key) +
@@ -119,7 +132,7 @@ Status ParseHttpsFiles(const Properties& p, const std::set<std::string>& provide
       return Status::Config("'" + std::string(key) + "': cannot read " + shown + ": " +
                             std::strerror(errno));
     }
-    struct stat st{};
+    struct stat st {};
     const bool regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
     close(fd);
     if (!regular) {
@@ -144,18 +157,20 @@ Status ParseRestAuth(const Properties& p, RestAuthSettings& auth) {
   auth.basic_username = p.GetString(kUser, "");
   auth.basic_password = p.GetString(kPassword, "");
   for (char c : auth.token) {
-    if (std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c))) {
+    if (std::isspace(static_cast<unsigned char>(c)) ||
+        std::iscntrl(static_cast<unsigned char>(c))) {
       return Status::Config("'" + std::string(kToken) +
                             "' contains whitespace or a control character; a bearer token cannot");
     }
   }
   if (auth.basic_username.empty() != auth.basic_password.empty()) {
     return Status::Config(std::string("'") + (auth.basic_username.empty() ? kUser : kPassword) +
-                          "' is missing; basic auth needs both '" + kUser + "' and '" +
-                          kPassword + "'");
+                          "' is missing; basic auth needs both '" + kUser + "' and '" + kPassword +
+                          "'");
   }
   if (auth.basic_username.find(':') != std::string::npos) {
-    return Status::Config("'" + std::string(kUser) + "' contains ':', which basic auth cannot carry");
+    return Status::Config("'" + std::string(kUser) +
+                          "' contains ':', which basic auth cannot carry");
   }
   for (const std::string& host : p.GetList("rest.allowed.hosts", {})) {
     if (host.find_first_of(":/[] ") != std::string::npos) {
@@ -286,14 +301,14 @@ Result<std::string> ParsePorts(const Properties& p, size_t hosts) {
   size_t start = 0;
   while (true) {
     const size_t comma = value.find(',', start);
-    ports.push_back(Trim(value.substr(start, comma == std::string::npos ? std::string::npos
-                                                                        : comma - start)));
+    ports.push_back(
+        Trim(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
   if (ports.size() != 1 && ports.size() != hosts)
-    return Status::Config("'database.port' names " + std::to_string(ports.size()) +
-                          " ports for " + std::to_string(hosts) +
+    return Status::Config("'database.port' names " + std::to_string(ports.size()) + " ports for " +
+                          std::to_string(hosts) +
                           " hosts in 'database.hostname'; give one port, or one per host");
   std::string joined;
   for (const std::string& port : ports) {
@@ -301,7 +316,8 @@ Result<std::string> ParsePorts(const Properties& p, size_t hosts) {
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
     if (ec != std::errc() || end != port.data() + port.size() || number < 1 || number > 65535)
       return Status::Config("'database.port' must be a port number from 1 to 65535 (or one per "
-                            "host, comma-separated), got '" + value + "'");
+                            "host, comma-separated), got '" +
+                            value + "'");
     joined += (joined.empty() ? "" : ",") + std::to_string(number);
   }
   return joined;
@@ -312,8 +328,8 @@ Result<std::string> ParsePorts(const Properties& p, size_t hosts) {
 std::string DefaultOffsetsTopic(const std::string& name) {
   std::string topic = "walrelay-offsets-";
   for (char c : name) {
-    const bool legal = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' ||
-                       c == '-';
+    const bool legal =
+        std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
     topic += legal ? c : '_';
   }
   return topic.substr(0, 249);
@@ -401,7 +417,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   if (!max_connections.ok()) return max_connections.status();
   s.listener.max_connections = static_cast<int>(*max_connections);
   if (p.Get("log.level")) {
-    auto checked = p.GetEnum("log.level", "info", {"trace", "debug", "info", "warn", "error", "off"});
+    auto checked =
+        p.GetEnum("log.level", "info", {"trace", "debug", "info", "warn", "error", "off"});
     if (!checked.ok()) return checked.status();
     s.log_level = *checked;
   }
@@ -442,7 +459,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   // it only when configured, as JDBC users enable Kerberos explicitly too.
   auto gssencmode = p.GetEnum("database.gssencmode", "disable", {"disable", "prefer", "require"});
   if (!gssencmode.ok()) return gssencmode.status();
-  s.pg_params = {{"host", *host}, {"port", *port}, {"user", *user},
+  s.pg_params = {{"host", *host},     {"port", *port},       {"user", *user},
                  {"dbname", *dbname}, {"sslmode", *sslmode}, {"gssencmode", *gssencmode}};
   // Several hosts (libpq's multi-host form: a primary and its standbys) are tried in turn at
   // every connect; only a primary can serve the slot, so by default the first that accepts
@@ -461,7 +478,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     static const std::regex kMemory(R"([1-9][0-9]{0,9}(kB|MB|GB|TB)?)");
     if (!std::regex_match(work_mem, kMemory)) {
       return Status::Config("'logical.decoding.work.mem' must be a PostgreSQL memory size such as "
-                            "256MB (a number with kB, MB, GB or TB), got '" + work_mem + "'");
+                            "256MB (a number with kB, MB, GB or TB), got '" +
+                            work_mem + "'");
     }
     s.pg_params.emplace_back("options", "-c logical_decoding_work_mem=" + work_mem);
   }
@@ -505,7 +523,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   if (!receive_timeout.ok()) return receive_timeout.status();
   if (*receive_timeout != 0 && *receive_timeout < 1000) {
     return Status::Config("'database.replication.receive.timeout.ms' must be 0 (never) or at "
-                          "least 1000, got " + std::to_string(*receive_timeout));
+                          "least 1000, got " +
+                          std::to_string(*receive_timeout));
   }
   s.receive_timeout_ms = *receive_timeout;
   s.pg_params.emplace_back("application_name", "walrelay");
@@ -523,8 +542,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   }
   s.publication_name = p.GetString("publication.name", "dbz_publication");
   if (s.publication_name.empty() || s.publication_name.size() > 63) {
-    return Status::Config("'publication.name' must be 1-63 characters, got '" +
-                          s.publication_name + "'");
+    return Status::Config("'publication.name' must be 1-63 characters, got '" + s.publication_name +
+                          "'");
   }
   auto mode = p.GetString("publication.autocreate.mode", "all_tables");
   if (mode == "all_tables") {
@@ -553,13 +572,15 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   s.slot_recreate_when_missing = *recreate;
 
   s.table_include = p.GetList("table.include.list", {"public.outbox"});
-  if (s.table_include.empty()) return Status::Config("'table.include.list' must name at least one table");
+  if (s.table_include.empty())
+    return Status::Config("'table.include.list' must name at least one table");
   for (const auto& t : s.table_include) {
     WALRELAY_RETURN_IF_ERROR(CheckRegexNumbers(t, "table.include.list"));
     try {
       s.table_include_regex.emplace_back(t, std::regex::ECMAScript | std::regex::optimize);
     } catch (const std::regex_error& e) {
-      return Status::Config("'table.include.list' entry '" + t + "' is not a valid regex: " + e.what());
+      return Status::Config("'table.include.list' entry '" + t +
+                            "' is not a valid regex: " + e.what());
     }
   }
   for (auto [key, target] : {std::pair{"message.prefix.include.list", &s.message_prefix_include},
@@ -567,8 +588,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     for (const auto& pattern : p.GetList(key, {})) {
       WALRELAY_RETURN_IF_ERROR(CheckRegexNumbers(pattern, key));
       try {
-        target->emplace_back(pattern, std::regex::ECMAScript | std::regex::icase |
-                                          std::regex::optimize);
+        target->emplace_back(pattern,
+                             std::regex::ECMAScript | std::regex::icase | std::regex::optimize);
       } catch (const std::regex_error& e) {
         return Status::Config("'" + std::string(key) + "' entry '" + pattern +
                               "' is not a valid regex: " + e.what());
@@ -617,7 +638,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     *k.out = *v;
   }
   if (s.reconnect_backoff_max_ms < s.reconnect_backoff_initial_ms) {
-    return Status::Config("'reconnect.backoff.max.ms' must not be below 'reconnect.backoff.initial.ms'");
+    return Status::Config(
+        "'reconnect.backoff.max.ms' must not be below 'reconnect.backoff.initial.ms'");
   }
   auto tombstones = p.GetBool("tombstones.on.delete", true);
   if (!tombstones.ok()) return tombstones.status();
@@ -682,8 +704,8 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
     // Twice the bytes: librdkafka counts headers and its own overhead, which the relay does
     // not, and the relay lets one record in beyond its bound.
     const int64_t kbytes = std::min<int64_t>(
-        INT32_MAX, std::max<int64_t>(kLibrdkafkaDefaultQueueKbytes,
-                                     s.max_queue_size_bytes / 1024 * 2 + 1024));
+        INT32_MAX,
+        std::max<int64_t>(kLibrdkafkaDefaultQueueKbytes, s.max_queue_size_bytes / 1024 * 2 + 1024));
     s.kafka["queue.buffering.max.kbytes"] = std::to_string(kbytes);
   }
   if (!s.kafka.count("batch.size") && s.max_queue_size_bytes > 0) {

@@ -21,7 +21,7 @@ namespace walrelay {
 // Connect, and for https the PEM files of `listeners.https.ssl.*`.
 struct ListenerAddress {
   std::string host = "127.0.0.1";  // an IP address; loopback unless configured otherwise
-  uint16_t port = 8083;             // 0 = any free port (the log says which)
+  uint16_t port = 8083;            // 0 = any free port (the log says which)
   bool https = false;
   std::string certificate_path;  // listeners.https.ssl.certificate.location (chain, leaf first)
   std::string key_path;          // listeners.https.ssl.key.location (unencrypted)
@@ -67,7 +67,7 @@ enum class ExactlyOnceSupport { kOff, kRequested, kRequired };
 struct ExactlyOnceSettings {
   ExactlyOnceSupport support = ExactlyOnceSupport::kOff;  // unset: at least once
   TransactionBoundaryLimits boundary;                     // transaction.boundary[.*]
-  std::string transactional_id;               // transactional.id; default walrelay-<name>
+  std::string transactional_id;  // transactional.id; default walrelay-<name>
 
   bool enabled() const { return support != ExactlyOnceSupport::kOff; }
 };
@@ -77,8 +77,8 @@ struct ExactlyOnceSettings {
 struct OffsetStorageSettings {
   // offsets.storage.topic; required with exactly.once.support, else walrelay-offsets-<name>
   std::string topic;
-  int32_t partitions = 1;            // offsets.storage.partitions
-  int16_t replication_factor = -1;   // offsets.storage.replication.factor; -1: broker's
+  int32_t partitions = 1;           // offsets.storage.partitions
+  int16_t replication_factor = -1;  // offsets.storage.replication.factor; -1: broker's
   // offset.flush.interval.ms: at least once, how often a newer confirmed position is written
   std::chrono::milliseconds flush_interval{60000};
 };
@@ -99,7 +99,7 @@ struct RelaySettings {
   std::vector<std::pair<std::string, std::string>> pg_params;
   std::string dbname;
   std::string slot_name;
-  std::string plugin_name = "pgoutput";  // plugin.name: the slot's output plugin
+  std::string plugin_name = "pgoutput";              // plugin.name: the slot's output plugin
   std::string publication_name = "dbz_publication";  // publication.name (pgoutput)
   PublicationMode publication_mode = PublicationMode::kAllTables;
   std::vector<std::string> table_include;  // anchored regexes over "schema.table"
@@ -133,7 +133,7 @@ struct RelaySettings {
   // Reconnecting to PostgreSQL and waiting as a standby.
   int64_t reconnect_backoff_initial_ms = 500;
   int64_t reconnect_backoff_max_ms = 30000;
-  int64_t errors_max_retries = -1;  // consecutive failed reconnects before giving up; -1 = never
+  int64_t errors_max_retries = -1;   // consecutive failed reconnects before giving up; -1 = never
   int64_t standby_retry_ms = 10000;  // slot.retry.delay.ms: how often a standby checks the slot
 
   // Slot health (pg/slot_health.h): how often pg_replication_slots is read (0 = never), and

@@ -50,10 +50,8 @@ SqlRows RowsOf(PGresult* r) {
   for (int i = 0; i < PQntuples(r); ++i) {
     std::vector<std::optional<std::string>> row;
     for (int j = 0; j < PQnfields(r); ++j) {
-      if (PQgetisnull(r, i, j))
-        row.emplace_back(std::nullopt);
-      else
-        row.emplace_back(std::string(PQgetvalue(r, i, j), PQgetlength(r, i, j)));
+      if (PQgetisnull(r, i, j)) row.emplace_back(std::nullopt);
+      else row.emplace_back(std::string(PQgetvalue(r, i, j), PQgetlength(r, i, j)));
     }
     out.rows.push_back(std::move(row));
   }
@@ -125,7 +123,8 @@ Message MessageFromKafka(const rd_kafka_message_t* m) {
     const void* value = nullptr;
     size_t size = 0;
     for (size_t i = 0;
-         rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR; ++i) {
+         rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
+         ++i) {
       MessageHeader h;
       h.key = name;
       if (value != nullptr) h.value.emplace(static_cast<const char*>(value), size);

@@ -163,8 +163,8 @@ struct Consumer::Impl {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) break;
-      KafkaMessagePtr msg(rd_kafka_consumer_poll(consumer.get(),
-                                            static_cast<int>(std::min<int64_t>(left.count(), 50))));
+      KafkaMessagePtr msg(rd_kafka_consumer_poll(
+          consumer.get(), static_cast<int>(std::min<int64_t>(left.count(), 50))));
       if (msg) Take(std::move(msg), backlog);
     }
     offsets->Resume();
@@ -271,13 +271,13 @@ Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& ke
   void* value_data = m.value ? const_cast<char*>(m.value->data()) : nullptr;
   const size_t value_len = m.value ? m.value->size() : 0;
   // producev takes the headers only on success.
-  const rd_kafka_resp_err_t err = rd_kafka_producev(
-      producer.get(), RD_KAFKA_V_TOPIC(options.dead_letter_topic.c_str()),
-      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_data, key_len),
-      RD_KAFKA_V_VALUE(value_data, value_len), RD_KAFKA_V_HEADERS(headers.get()),
-      RD_KAFKA_V_OPAQUE(&slot), RD_KAFKA_V_END);
-  const std::string what = "dead letter for " + Where(m) + " (key '" + key + "') to topic " +
-                           options.dead_letter_topic;
+  const rd_kafka_resp_err_t err =
+      rd_kafka_producev(producer.get(), RD_KAFKA_V_TOPIC(options.dead_letter_topic.c_str()),
+                        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_data, key_len),
+                        RD_KAFKA_V_VALUE(value_data, value_len), RD_KAFKA_V_HEADERS(headers.get()),
+                        RD_KAFKA_V_OPAQUE(&slot), RD_KAFKA_V_END);
+  const std::string what =
+      "dead letter for " + Where(m) + " (key '" + key + "') to topic " + options.dead_letter_topic;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return Status::Kafka("cannot produce the " + what + ": " + rd_kafka_err2str(err));
   headers.release();
@@ -294,7 +294,7 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
   auto key = KeyOf(m);
   if (!UsableKey(key)) {
     // Without a usable key there is nothing to deduplicate on: straight to the dead letters.
-    const std::string why = !key.ok() ? key.status().message()
+    const std::string why = !key.ok()      ? key.status().message()
                             : key->empty() ? "the key extractor returned an empty key"
                                            : "the key is longer than 1024 bytes or holds a NUL";
     DeadLetterReason reason{"InvalidIdempotencyKey", why, 0};
@@ -369,7 +369,8 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
         return std::optional<RecordOutcome>(outcome);
       case Claim::State::kConflict: {
         ++conflicts;
-        const auto wait = std::clamp(claim->retry_after, options.backoff_initial, options.backoff_max);
+        const auto wait =
+            std::clamp(claim->retry_after, options.backoff_initial, options.backoff_max);
         Log(LogLevel::kDebug, ctx + ": held by " + claim->previous_owner + ", asking again in " +
                                   std::to_string(wait.count()) + " ms");
         if (!Wait(wait)) return std::optional<RecordOutcome>();
@@ -382,8 +383,7 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
                                  ", whose lease had ended (attempt " +
                                  std::to_string(claim->attempts) + ")");
         break;
-      case Claim::State::kAcquired:
-        break;
+      case Claim::State::kAcquired: break;
     }
 
     DeadLetterReason reason;
@@ -417,8 +417,8 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
       }
       const HandlerResult& h = run->handler;
       const std::string error = h.error_class + ": " + h.message;
-      const bool permanent =
-          h.kind == HandlerResult::Kind::kReject || MatchesClass(options.non_retriable_errors, h.error_class);
+      const bool permanent = h.kind == HandlerResult::Kind::kReject ||
+                             MatchesClass(options.non_retriable_errors, h.error_class);
       if (!permanent && claim->attempts < options.max_attempts) {
         ++retries;
         const auto wait = Backoff(claim->attempts);
@@ -430,10 +430,11 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
         if (!Wait(wait)) return std::optional<RecordOutcome>();
         continue;
       }
-      reason = {h.error_class,
-                h.message + (permanent ? " (not retriable)"
-                                       : " (after " + std::to_string(claim->attempts) + " attempts)"),
-                claim->attempts};
+      reason = {
+          h.error_class,
+          h.message + (permanent ? " (not retriable)"
+                                 : " (after " + std::to_string(claim->attempts) + " attempts)"),
+          claim->attempts};
     }
 
     WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
@@ -604,8 +605,8 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
 Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Consumer::~Consumer() = default;
 
-Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
-                                                   IdempotencyStore& store, Handler handler) {
+Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options, IdempotencyStore& store,
+                                                   Handler handler) {
   if (options.name.empty()) return Status::Config("ConsumerOptions.name is empty");
   if (options.name.find(':') != std::string::npos)
     return Status::Config("ConsumerOptions.name '" + options.name + "' must not contain ':'");
@@ -627,10 +628,10 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
   if (options.max_batch < 1 || options.max_batch > 10000)
     return Status::Config("ConsumerOptions.max_batch must be between 1 and 10000, got " +
                           std::to_string(options.max_batch));
-  for (auto [name, value] : {std::pair{"lease", options.lease},
-                             std::pair{"completed_ttl", options.completed_ttl},
-                             std::pair{"failed_ttl", options.failed_ttl},
-                             std::pair{"store_retry_backoff", options.store_retry_backoff}})
+  for (auto [name, value] :
+       {std::pair{"lease", options.lease}, std::pair{"completed_ttl", options.completed_ttl},
+        std::pair{"failed_ttl", options.failed_ttl},
+        std::pair{"store_retry_backoff", options.store_retry_backoff}})
     if (value.count() < 1)
       return Status::Config(std::string("ConsumerOptions.") + name + " must be positive");
   if (options.group_id.empty()) options.group_id = options.name;
@@ -672,9 +673,11 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
   for (const char* key : kForcedFalse) consumer_conf[key] = "false";
   Impl* raw = impl.get();
   impl->offsets = std::make_unique<OffsetCommits>(
-      options.commit_interval, [raw](LogLevel level, const std::string& line) { raw->Log(level, line); });
-  auto consumer = MakeKafkaHandle(RD_KAFKA_CONSUMER, consumer_conf, "ConsumerOptions.kafka_properties.",
-                                  GroupCallbacks{OnRebalance, OnOffsetCommit, impl->offsets.get()});
+      options.commit_interval,
+      [raw](LogLevel level, const std::string& line) { raw->Log(level, line); });
+  auto consumer =
+      MakeKafkaHandle(RD_KAFKA_CONSUMER, consumer_conf, "ConsumerOptions.kafka_properties.",
+                      GroupCallbacks{OnRebalance, OnOffsetCommit, impl->offsets.get()});
   if (!consumer.ok()) return consumer.status();
   impl->offsets->Attach(consumer->get());
   rd_kafka_poll_set_consumer(consumer->get());
@@ -689,7 +692,8 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options,
   };
   for (const auto& [k, v] : options.kafka_properties)
     if (SharedWithProducer(k)) producer_conf[k] = v;
-  auto producer = MakeKafkaHandle(RD_KAFKA_PRODUCER, producer_conf, "ConsumerOptions.kafka_properties.");
+  auto producer =
+      MakeKafkaHandle(RD_KAFKA_PRODUCER, producer_conf, "ConsumerOptions.kafka_properties.");
   if (!producer.ok()) return producer.status();
 
   impl->store = &store;
@@ -815,10 +819,8 @@ std::string Consumer::MetricsText() const {
   for (size_t b = 0; b <= Impl::kBucketCount; ++b) {
     cumulative += d.handler_buckets[b];
     char le[32];
-    if (b < Impl::kBucketCount)
-      std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
-    else
-      std::snprintf(le, sizeof le, "+Inf");
+    if (b < Impl::kBucketCount) std::snprintf(le, sizeof le, "%g", Impl::kBuckets[b]);
+    else std::snprintf(le, sizeof le, "+Inf");
     out += "walrelay_consumer_handler_seconds_bucket{" + label + ",le=\"" + le + "\"} " +
            std::to_string(cumulative) + "\n";
   }

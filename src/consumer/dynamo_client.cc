@@ -76,9 +76,7 @@ struct DynamoClient::Impl {
   beast::flat_buffer buffer;
   std::string host_header;
 
-  beast::tcp_stream& Lowest() {
-    return tls ? beast::get_lowest_layer(*tls) : *plain;
-  }
+  beast::tcp_stream& Lowest() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
   bool Open() const { return plain != nullptr || tls != nullptr; }
   void Close() {
     beast::error_code ignored;
@@ -116,8 +114,8 @@ struct DynamoClient::Impl {
       tls_context->set_default_verify_paths(ec);
       tls_context->set_verify_mode(ssl::verify_peer);
     }
-    auto secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*stream),
-                                                                         *tls_context);
+    auto secure =
+        std::make_unique<beast::ssl_stream<beast::tcp_stream>>(std::move(*stream), *tls_context);
     if (!SSL_set_tlsext_host_name(secure->native_handle(), options.endpoint.host.c_str()))
       return Status::Connection("cannot set the TLS server name for " + Where());
     secure->set_verify_callback(ssl::host_name_verification(options.endpoint.host));
@@ -170,8 +168,8 @@ struct DynamoClient::Impl {
       request.prepare_payload();
       http::response<http::string_body> response;
       response.body().reserve(512);
-      const beast::error_code ec = tls ? Exchange(*tls, request, response)
-                                       : Exchange(*plain, request, response);
+      const beast::error_code ec =
+          tls ? Exchange(*tls, request, response) : Exchange(*plain, request, response);
       if (ec) {
         Close();
         if (reused && round == 0 && ec != beast::error::timeout) continue;

@@ -15,9 +15,9 @@
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <atomic>
 #include <map>
 #include <optional>
 #include <thread>
@@ -82,8 +82,8 @@ int64_t GetN(const Item& item, const std::string& name) {
 
 // One conditional write's request, its names and values in ExpressionAttributeNames/Values.
 struct Write {
-  std::string update;     // UpdateExpression
-  std::string condition;  // ConditionExpression ("" = none)
+  std::string update;                         // UpdateExpression
+  std::string condition;                      // ConditionExpression ("" = none)
   std::map<std::string, std::string> values;  // ":v" -> attribute value JSON
   std::string return_values = "NONE";
 
@@ -94,8 +94,8 @@ struct Write {
     // `state`, `owner` and `result` are DynamoDB reserved words; DynamoDB refuses a name or a
     // value that no expression uses, so only those used are sent.
     std::string names;
-    for (const auto& [alias, name] : {std::pair<const char*, const char*>{"#st", "state"},
-                                      {"#ow", "owner"}, {"#rs", "result"}})
+    for (const auto& [alias, name] :
+         {std::pair<const char*, const char*>{"#st", "state"}, {"#ow", "owner"}, {"#rs", "result"}})
       if (update.find(alias) != std::string::npos || condition.find(alias) != std::string::npos)
         names += std::string(names.empty() ? "" : ",") + "\"" + alias + "\":\"" + name + "\"";
     if (!names.empty()) j += ",\"ExpressionAttributeNames\":{" + names + "}";
@@ -152,14 +152,13 @@ struct DynamoStore::Impl {
 
   // The item, read consistently; an empty Item when there is none.
   Result<Item> Read(DynamoClient& c, const std::string& consumer, const std::string& key) {
-    auto r = c.Call("GetItem", "{\"TableName\":" + Q(options.table) +
-                                         ",\"Key\":" + KeyJson(consumer, key) +
-                                         ",\"ConsistentRead\":true}");
+    auto r = c.Call("GetItem", "{\"TableName\":" + Q(options.table) + ",\"Key\":" +
+                                   KeyJson(consumer, key) + ",\"ConsistentRead\":true}");
     if (!r.ok()) return r.status();
     if (!r->error_type.empty())
-      return Status::Precondition(c.where() + " refused GetItem on table '" +
-                                  options.table + "' for key '" + key + "': " + r->error_type +
-                                  ": " + r->error_message);
+      return Status::Precondition(c.where() + " refused GetItem on table '" + options.table +
+                                  "' for key '" + key + "': " + r->error_type + ": " +
+                                  r->error_message);
     const rapidjson::Value* item = JsonMember(r->body, "Item");
     return item == nullptr ? Item{} : ItemOf(*item);
   }
@@ -171,12 +170,12 @@ struct DynamoStore::Impl {
     Write w;
     w.update = "SET lease_until_ms = :until, expires_at = :exp";
     w.condition = "#st = :pending AND #ow = :me AND fence = :token";
-    w.values = {{":until", N(now + job.lease.count())},
-                {":exp", N(TtlSeconds(now + job.lease.count() +
-                                      options.pending_retention.count()))},
-                {":pending", S("PENDING")},
-                {":me", S(job.owner)},
-                {":token", N(std::atoll(job.token.c_str()))}};
+    w.values = {
+        {":until", N(now + job.lease.count())},
+        {":exp", N(TtlSeconds(now + job.lease.count() + options.pending_retention.count()))},
+        {":pending", S("PENDING")},
+        {":me", S(job.owner)},
+        {":token", N(std::atoll(job.token.c_str()))}};
     auto r = Update(*renew_client, consumer, key, w);
     if (!r.ok()) return r.status();
     return std::string(*r ? "OK" : "LOST");
@@ -210,9 +209,12 @@ struct DynamoStore::Impl {
     Write w;
     w.update = "SET #st = :completed, #ow = :none, #rs = :result, completed_at_ms = :now, "
                "expires_at = :exp";
-    w.values = {{":completed", S("COMPLETED")}, {":none", S("")},
-                {":result", S(result)},         {":now", N(now)},
-                {":exp", N(TtlSeconds(now + ttl.count()))}, {":pending", S("PENDING")},
+    w.values = {{":completed", S("COMPLETED")},
+                {":none", S("")},
+                {":result", S(result)},
+                {":now", N(now)},
+                {":exp", N(TtlSeconds(now + ttl.count()))},
+                {":pending", S("PENDING")},
                 {":me", S(owner)}};
     if (token > 0) {
       w.update += ", done_fence = :token";
@@ -336,14 +338,12 @@ Result<Claim> DynamoStore::Impl::ClaimOn(DynamoClient& c, const std::string& con
     const int64_t now = NowMs();
     const int64_t until = now + lease.count();
     Write w;
-    w.update =
-        "SET #st = :pending, #ow = :me, lease_until_ms = :until, locked_at_ms = :now, "
-        "expires_at = :exp, topic = :topic, kafka_partition = :part, kafka_offset = :off, "
-        "payload_hash = if_not_exists(payload_hash, :hash) ADD attempts :one, fence :one";
+    w.update = "SET #st = :pending, #ow = :me, lease_until_ms = :until, locked_at_ms = :now, "
+               "expires_at = :exp, topic = :topic, kafka_partition = :part, kafka_offset = :off, "
+               "payload_hash = if_not_exists(payload_hash, :hash) ADD attempts :one, fence :one";
     // Free: no item, or PENDING, unexpired, and released, ours, or with its lease over.
-    w.condition =
-        "attribute_not_exists(#st) OR (#st = :pending AND expires_at > :now_s AND "
-        "(#ow = :none OR #ow = :me OR lease_until_ms <= :now))";
+    w.condition = "attribute_not_exists(#st) OR (#st = :pending AND expires_at > :now_s AND "
+                  "(#ow = :none OR #ow = :me OR lease_until_ms <= :now))";
     w.values = {{":pending", S("PENDING")},
                 {":me", S(owner)},
                 {":none", S("")},
@@ -393,19 +393,19 @@ Result<Claim> DynamoStore::Impl::ClaimOn(DynamoClient& c, const std::string& con
           ",\"lease_until_ms\":" + N(put_until) + ",\"locked_at_ms\":" + N(read_at) +
           ",\"expires_at\":" + N(TtlSeconds(put_until + d.options.pending_retention.count())) +
           ",\"payload_hash\":" + S(hash) + ",\"topic\":" + S(message.topic) +
-          ",\"kafka_partition\":" + N(message.partition) + ",\"kafka_offset\":" +
-          N(message.offset) + "},\"ConditionExpression\":\"expires_at = :seen AND " +
+          ",\"kafka_partition\":" + N(message.partition) +
+          ",\"kafka_offset\":" + N(message.offset) +
+          "},\"ConditionExpression\":\"expires_at = :seen AND " +
           (it.count("fence") > 0 ? "fence = :fence" : "attribute_not_exists(fence)") +
           "\",\"ExpressionAttributeValues\":{\":seen\":" + N(GetN(it, "expires_at")) +
-          (it.count("fence") > 0 ? ",\":fence\":" + N(GetN(it, "fence")) : std::string()) +
-          "}}";
+          (it.count("fence") > 0 ? ",\":fence\":" + N(GetN(it, "fence")) : std::string()) + "}}";
       auto r = c.Call("PutItem", put);
       if (!r.ok()) return r.status();
       if (r->error_type == kConditionFailed) continue;
       if (!r->error_type.empty())
-        return Status::Precondition(c.where() + " refused PutItem on table '" +
-                                    d.options.table + "' for key '" + key + "': " +
-                                    r->error_type + ": " + r->error_message);
+        return Status::Precondition(c.where() + " refused PutItem on table '" + d.options.table +
+                                    "' for key '" + key + "': " + r->error_type + ": " +
+                                    r->error_message);
       Claim claim;
       claim.attempts = 1;
       claim.fencing_token = fence;
@@ -489,8 +489,8 @@ Result<std::vector<Claim>> DynamoStore::AcquireBatch(const std::string& consumer
 
 Result<RunOutcome> DynamoStore::Run(const std::string& consumer, const std::string& key,
                                     const std::string& owner,
-                                    std::chrono::milliseconds completed_ttl,
-                                    const Message& message, int attempt, const Handler& handler) {
+                                    std::chrono::milliseconds completed_ttl, const Message& message,
+                                    int attempt, const Handler& handler) {
   Impl& d = *impl_;
   // The token of this owner's claim; 0 (owner checked alone) for a claim made elsewhere.
   auto known = d.tokens.find(d.Name(consumer, key));
@@ -545,8 +545,11 @@ Status DynamoStore::MarkFailed(const std::string& consumer, const std::string& k
   w.update = "SET #st = :failed, #ow = :none, last_error = :err, expires_at = :exp";
   // A COMPLETED key is left alone.
   w.condition = "attribute_not_exists(#st) OR #st <> :completed";
-  w.values = {{":failed", S("FAILED")}, {":none", S("")}, {":err", S(error)},
-              {":exp", N(TtlSeconds(now + failed_ttl.count()))}, {":completed", S("COMPLETED")}};
+  w.values = {{":failed", S("FAILED")},
+              {":none", S("")},
+              {":err", S(error)},
+              {":exp", N(TtlSeconds(now + failed_ttl.count()))},
+              {":completed", S("COMPLETED")}};
   auto r = d.Update(*d.client, consumer, key, w);
   return r.ok() ? Status::Ok() : r.status().WithContext("marking key '" + key + "' FAILED");
 }

@@ -20,8 +20,7 @@ bool Secret(const std::string& key) {
 
 Result<KafkaHandlePtr> MakeKafkaHandle(rd_kafka_type_t type,
                                        const std::map<std::string, std::string>& properties,
-                                       const std::string& key_prefix,
-                                       const GroupCallbacks& group) {
+                                       const std::string& key_prefix, const GroupCallbacks& group) {
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
   for (const auto& [key, value] : properties) {

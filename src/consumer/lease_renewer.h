@@ -63,7 +63,8 @@ class Renewer {
     std::unique_lock<std::mutex> lock(mu_);
     while (!quit_) {
       cv_.wait_for(lock, period_);
-      if (quit_ || !watching_ || std::chrono::steady_clock::now() - since_ < job_.lease / 3) continue;
+      if (quit_ || !watching_ || std::chrono::steady_clock::now() - since_ < job_.lease / 3)
+        continue;
       const Job job = job_;
       lock.unlock();
       auto r = renew_(job);

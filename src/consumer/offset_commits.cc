@@ -106,8 +106,9 @@ void OffsetCommits::CommitNow(const char* why) {
   last_commit_ = std::chrono::steady_clock::now();
   const rd_kafka_resp_err_t err = rd_kafka_commit(consumer_, nullptr, 0);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET) {
-    Log(LogLevel::kWarn, std::string("offset commit (") + why + ") failed: " +
-                             rd_kafka_err2str(err) + "; records finished since the last commit "
+    Log(LogLevel::kWarn, std::string("offset commit (") + why +
+                             ") failed: " + rd_kafka_err2str(err) +
+                             "; records finished since the last commit "
                              "are delivered again, and skipped by the store");
   }
 }
@@ -121,8 +122,8 @@ void OffsetCommits::Committed(rd_kafka_resp_err_t error,
   }
   uncommitted_ = true;
   if (!failing_) {
-    Log(LogLevel::kWarn, std::string("offset commit of ") + Describe(offsets) + " failed: " +
-                             rd_kafka_err2str(error) + "; trying again");
+    Log(LogLevel::kWarn, std::string("offset commit of ") + Describe(offsets) +
+                             " failed: " + rd_kafka_err2str(error) + "; trying again");
   }
   failing_ = true;
 }
@@ -136,7 +137,8 @@ void OffsetCommits::Rebalance(rd_kafka_resp_err_t event,
     if (!cooperative) {
       rd_kafka_assign(consumer_, partitions);
     } else if (rd_kafka_error_t* error = rd_kafka_incremental_assign(consumer_, partitions)) {
-      Log(LogLevel::kError, std::string("incremental assign failed: ") + rd_kafka_error_string(error));
+      Log(LogLevel::kError,
+          std::string("incremental assign failed: ") + rd_kafka_error_string(error));
       rd_kafka_error_destroy(error);
     }
     // Assigned while the consumer waits inside a record: held back like the others.

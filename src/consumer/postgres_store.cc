@@ -121,9 +121,9 @@ struct PostgresStore::Impl {
   Status Explain(const Status& st) {
     const std::string code = SqlStateOf(st);
     if (code == "42P01")
-      return Status::Precondition("idempotency table " + options.table + " does not exist in " +
-                                  DescribePg(conn.get()) +
-                                  ": create it with docs/consumer.sql or PostgresStore::CreateSchema");
+      return Status::Precondition(
+          "idempotency table " + options.table + " does not exist in " + DescribePg(conn.get()) +
+          ": create it with docs/consumer.sql or PostgresStore::CreateSchema");
     if (code == "42703")
       return Status::Precondition(
           "idempotency table " + options.table + " in " + DescribePg(conn.get()) +
@@ -133,7 +133,8 @@ struct PostgresStore::Impl {
   }
 
   void Rollback() {
-    if (conn && PQtransactionStatus(conn.get()) != PQTRANS_IDLE) PgResultPtr(PQexec(conn.get(), "ROLLBACK"));
+    if (conn && PQtransactionStatus(conn.get()) != PQTRANS_IDLE)
+      PgResultPtr(PQexec(conn.get(), "ROLLBACK"));
   }
 
   // Runs `body` inside BEGIN/COMMIT; any error rolls back and is returned.
@@ -207,14 +208,13 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
                         {consumer, key, hash});
         !r.ok())
       return r.status();
-    auto row = d.Exec(
-        "SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
-        " coalesce(result, ''), coalesce(last_error, ''),"
-        " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
-        " coalesce(payload_hash, '')"
-        " FROM " +
-            t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
-        {consumer, key});
+    auto row = d.Exec("SELECT state, attempts, coalesce(locked_by, ''), expires_at <= now(),"
+                      " coalesce(result, ''), coalesce(last_error, ''),"
+                      " greatest(0, ceil(extract(epoch FROM expires_at - now()) * 1000))::bigint,"
+                      " coalesce(payload_hash, '')"
+                      " FROM " +
+                          t + " WHERE consumer_name = $1 AND idempotency_key = $2 FOR UPDATE",
+                      {consumer, key});
     if (!row.ok()) return row.status();
     PGresult* r = row->get();
     if (PQntuples(r) != 1)
@@ -303,7 +303,8 @@ Result<RunOutcome> PostgresStore::Run(const std::string& consumer, const std::st
   if (out.handler.kind == HandlerResult::Kind::kDone) {
     if (tx == PQTRANS_INERROR) {
       out.handler = HandlerResult::Retry(
-          "sqlstate:25P02", "the handler returned success but a statement of its transaction failed");
+          "sqlstate:25P02",
+          "the handler returned success but a statement of its transaction failed");
     } else if (tx != PQTRANS_INTRANS) {
       out.handler = HandlerResult::Reject(
           "HandlerEndedTransaction",
@@ -316,10 +317,12 @@ Result<RunOutcome> PostgresStore::Run(const std::string& consumer, const std::st
     out.kind = RunOutcome::Kind::kFailed;
     return out;
   }
-  auto done = d.Exec("UPDATE " + t + " SET state = 'COMPLETED', result = $3, locked_by = NULL,"
-                     " expires_at = now() + $4::bigint * interval '1 millisecond', updated_at = now()"
-                     " WHERE consumer_name = $1 AND idempotency_key = $2",
-                     {consumer, key, out.handler.result, Ms(completed_ttl)});
+  auto done =
+      d.Exec("UPDATE " + t +
+                 " SET state = 'COMPLETED', result = $3, locked_by = NULL,"
+                 " expires_at = now() + $4::bigint * interval '1 millisecond', updated_at = now()"
+                 " WHERE consumer_name = $1 AND idempotency_key = $2",
+             {consumer, key, out.handler.result, Ms(completed_ttl)});
   if (!done.ok()) return fail(done.status());
   auto commit = d.Exec("COMMIT");
   if (!commit.ok()) {
@@ -504,7 +507,8 @@ class BatchPipeline final : public SqlPrelude {
   // early, which the marks sent with the batch's COMMIT repeat.
   static bool EndsTransaction(const std::string& sql) {
     size_t i = 0;
-    while (i < sql.size() && (std::isspace(static_cast<unsigned char>(sql[i])) || sql[i] == '(')) ++i;
+    while (i < sql.size() && (std::isspace(static_cast<unsigned char>(sql[i])) || sql[i] == '('))
+      ++i;
     std::string word;
     while (i < sql.size() && std::isalpha(static_cast<unsigned char>(sql[i])))
       word += static_cast<char>(std::tolower(static_cast<unsigned char>(sql[i++])));
@@ -571,8 +575,8 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
   const std::string mark = "UPDATE " + t + kMarkSql;
   pipe.OnTransactionEnd([&] {
     if (marked_keys.empty()) return;
-    pipe.Queue(mark, {consumer, PgTextArray(marked_keys), PgTextArray(marked_results),
-                      Ms(completed_ttl)});
+    pipe.Queue(
+        mark, {consumer, PgTextArray(marked_keys), PgTextArray(marked_results), Ms(completed_ttl)});
   });
   for (size_t i = 0; i < records.size(); ++i) {
     const BatchRecord& r = records[i];
@@ -605,8 +609,8 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
         return std::vector<RunOutcome>();
       }
       if (!marked_keys.empty()) {
-        auto marked = d.Exec(mark, {consumer, PgTextArray(marked_keys),
-                                    PgTextArray(marked_results), Ms(completed_ttl)});
+        auto marked = d.Exec(mark, {consumer, PgTextArray(marked_keys), PgTextArray(marked_results),
+                                    Ms(completed_ttl)});
         if (!marked.ok()) return marked.status().WithContext(where);
       }
       o.kind = RunOutcome::Kind::kFailed;
@@ -644,8 +648,8 @@ Result<std::vector<RunOutcome>> PostgresStore::RunBatch(const std::string& consu
   // The marks and the COMMIT in one round trip, atomic with the handlers' writes as before.
   if (!marked_keys.empty()) {
     pipe.Queue("SET LOCAL enable_seqscan = off");
-    pipe.Queue(mark, {consumer, PgTextArray(marked_keys), PgTextArray(marked_results),
-                      Ms(completed_ttl)});
+    pipe.Queue(
+        mark, {consumer, PgTextArray(marked_keys), PgTextArray(marked_results), Ms(completed_ttl)});
   }
   pipe.Queue("COMMIT");
   if (Status st = pipe.Send(); !st.ok()) {
@@ -672,9 +676,10 @@ Status PostgresStore::Release(const std::string& consumer, const std::string& ke
                               const std::string& owner, const std::string& error) {
   Impl& d = *impl_;
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
-  auto r = d.Exec("UPDATE " + d.options.table + " SET locked_by = NULL, last_error = $4,"
-                  " updated_at = now() WHERE consumer_name = $1 AND idempotency_key = $2"
-                  " AND locked_by = $3 AND state = 'PENDING'",
+  auto r = d.Exec("UPDATE " + d.options.table +
+                      " SET locked_by = NULL, last_error = $4,"
+                      " updated_at = now() WHERE consumer_name = $1 AND idempotency_key = $2"
+                      " AND locked_by = $3 AND state = 'PENDING'",
                   {consumer, key, owner, error});
   if (!r.ok()) return r.status().WithContext("releasing key '" + key + "' in " + d.options.table);
   return Status::Ok();
@@ -685,14 +690,16 @@ Status PostgresStore::MarkFailed(const std::string& consumer, const std::string&
   Impl& d = *impl_;
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
   const std::string& t = d.options.table;
-  auto r = d.Exec("INSERT INTO " + t + " AS k (consumer_name, idempotency_key, state, attempts,"
-                  " expires_at, last_error) VALUES ($1, $2, 'FAILED', 0,"
-                  " now() + $4::bigint * interval '1 millisecond', $3)"
-                  " ON CONFLICT (consumer_name, idempotency_key) DO UPDATE SET state = 'FAILED',"
-                  " locked_by = NULL, last_error = EXCLUDED.last_error,"
-                  " expires_at = EXCLUDED.expires_at, updated_at = now()"
-                  " WHERE k.state <> 'COMPLETED'",
-                  {consumer, key, error, Ms(failed_ttl)});
+  auto r =
+      d.Exec("INSERT INTO " + t +
+                 " AS k (consumer_name, idempotency_key, state, attempts,"
+                 " expires_at, last_error) VALUES ($1, $2, 'FAILED', 0,"
+                 " now() + $4::bigint * interval '1 millisecond', $3)"
+                 " ON CONFLICT (consumer_name, idempotency_key) DO UPDATE SET state = 'FAILED',"
+                 " locked_by = NULL, last_error = EXCLUDED.last_error,"
+                 " expires_at = EXCLUDED.expires_at, updated_at = now()"
+                 " WHERE k.state <> 'COMPLETED'",
+             {consumer, key, error, Ms(failed_ttl)});
   if (!r.ok()) return r.status().WithContext("marking key '" + key + "' FAILED in " + t);
   return Status::Ok();
 }
@@ -704,9 +711,9 @@ Result<int64_t> PostgresStore::CleanupBatch(int batch_size) {
   // `expires_at < now()` first, so the expires_at index finds the candidates; SKIP LOCKED
   // leaves rows a handler is working on to a later run.
   auto r = d.Exec("DELETE FROM " + t + " WHERE ctid = ANY(ARRAY(SELECT ctid FROM " + t +
-                  " WHERE expires_at < now() AND (state <> 'PENDING' OR"
-                  " expires_at < now() - $1::bigint * interval '1 millisecond')"
-                  " LIMIT $2 FOR UPDATE SKIP LOCKED))",
+                      " WHERE expires_at < now() AND (state <> 'PENDING' OR"
+                      " expires_at < now() - $1::bigint * interval '1 millisecond')"
+                      " LIMIT $2 FOR UPDATE SKIP LOCKED))",
                   {Ms(d.options.pending_retention), std::to_string(batch_size)});
   if (!r.ok()) return r.status().WithContext("deleting expired keys from " + t);
   return static_cast<int64_t>(std::atoll(PQcmdTuples(r->get())));

@@ -62,9 +62,9 @@ struct RedisClusterOptions {
 };
 
 struct RedisClusterStats {
-  int64_t moved = 0;            // MOVED replies followed
-  int64_t ask = 0;              // ASK replies followed
-  int64_t refreshes = 0;        // slot maps loaded (the first one included)
+  int64_t moved = 0;              // MOVED replies followed
+  int64_t ask = 0;                // ASK replies followed
+  int64_t refreshes = 0;          // slot maps loaded (the first one included)
   int64_t connection_errors = 0;  // commands or connects that failed for lack of a connection
 };
 

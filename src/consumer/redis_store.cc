@@ -25,11 +25,11 @@ namespace walrelay::consumer {
 namespace {
 
 // The acquire script (kAcquireFunction + kAcquireTail): KEYS[1] key. ARGV: owner, lease ms,
-// pending retention ms, topic, partition, offset, payload hash. Returns {verdict, attempts, result, last_error, other owner, retry after ms, fencing
-// token, the key's payload hash (set by its first claim)};
-// verdict is ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and TAKEN_OVER
-// count an attempt, write the claim and take a new fencing token.
-// The claim of one key at `now`, shared by the acquire and acquire-batch scripts.
+// pending retention ms, topic, partition, offset, payload hash. Returns {verdict, attempts, result,
+// last_error, other owner, retry after ms, fencing token, the key's payload hash (set by its first
+// claim)}; verdict is ACQUIRED, TAKEN_OVER, DUPLICATE, FAILED or CONFLICT. Only ACQUIRED and
+// TAKEN_OVER count an attempt, write the claim and take a new fencing token. The claim of one key
+// at `now`, shared by the acquire and acquire-batch scripts.
 constexpr const char* kAcquireFunction = R"lua(
 local function acquire(now, key, owner, lease, keep, topic, part, off, payload_hash)
   local f = redis.call('HMGET', key, 'state', 'owner', 'expires_at', 'attempts', 'result',
@@ -141,14 +141,23 @@ redis.call('PEXPIRE', KEYS[1], ttl)
 return 'OK'
 )lua";
 
-enum ScriptId { kAcquire, kComplete, kRelease, kFail, kRenew, kUnclaim, kAcquireBatch, kScriptCount };
+enum ScriptId {
+  kAcquire,
+  kComplete,
+  kRelease,
+  kFail,
+  kRenew,
+  kUnclaim,
+  kAcquireBatch,
+  kScriptCount
+};
 // The scripts' texts by ScriptId.
 const char* const* Scripts() {
   static const std::string acquire = std::string(kAcquireFunction) + kAcquireTail;
   static const std::string acquire_batch = std::string(kAcquireFunction) + kAcquireBatchTail;
-  static const char* const all[kScriptCount] = {acquire.c_str(), kCompleteScript, kReleaseScript,
-                                                kFailScript,     kRenewScript,    kUnclaimScript,
-                                                acquire_batch.c_str()};
+  static const char* const all[kScriptCount] = {
+      acquire.c_str(), kCompleteScript, kReleaseScript,       kFailScript,
+      kRenewScript,    kUnclaimScript,  acquire_batch.c_str()};
   return all;
 }
 constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "release",      "fail",
@@ -173,8 +182,8 @@ using Clock = std::chrono::steady_clock;
 
 struct RedisStore::Impl {
   RedisStoreOptions options;
-  RedisContextPtr ctx;                     // single-node mode
-  std::unique_ptr<RedisCluster> cluster;   // cluster mode
+  RedisContextPtr ctx;                    // single-node mode
+  std::unique_ptr<RedisCluster> cluster;  // cluster mode
   std::string sha[kScriptCount];
   // The lease of the latest claims, and the fencing token of each key claimed one by one
   // (Acquire), for the Run that follows.
@@ -486,8 +495,7 @@ Result<Claim> ParseClaim(const redisReply* rep, const std::string& where, const 
   else if (verdict == "DUPLICATE") c.state = Claim::State::kDuplicate;
   else if (verdict == "FAILED") c.state = Claim::State::kFailed;
   else if (verdict == "CONFLICT") c.state = Claim::State::kConflict;
-  else
-    return Status::Internal(where + ": unknown acquire verdict '" + verdict + "'");
+  else return Status::Internal(where + ": unknown acquire verdict '" + verdict + "'");
   return c;
 }
 
@@ -664,10 +672,8 @@ Result<std::vector<RunOutcome>> RedisStore::RunBatch(const std::string& consumer
       if (!again.ok()) return again.status().WithContext("completing key '" + records[i].key + "'");
       verdict = *again;
     }
-    if (verdict != "OK")
-      out[i].kind = RunOutcome::Kind::kLost;
-    else
-      completed_any = true;
+    if (verdict != "OK") out[i].kind = RunOutcome::Kind::kLost;
+    else completed_any = true;
   }
   if (completed_any) d.WaitForReplicas(names.back(), "");
   // The claims after a failed record were not used.

@@ -64,7 +64,8 @@ SigV4Result SignV4(const SigV4Request& request, const AwsCredentials& credential
                    const std::string& region, const std::string& service,
                    const std::string& amz_date) {
   std::vector<std::pair<std::string, std::string>> headers;
-  for (const auto& [name, value] : request.headers) headers.emplace_back(Lower(name), TrimFold(value));
+  for (const auto& [name, value] : request.headers)
+    headers.emplace_back(Lower(name), TrimFold(value));
   std::stable_sort(headers.begin(), headers.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::string canonical_headers, signed_headers;
@@ -84,11 +85,11 @@ SigV4Result SignV4(const SigV4Request& request, const AwsCredentials& credential
                           Sha256Hex(request.payload);
   const std::string date = amz_date.substr(0, 8);
   const std::string scope = date + "/" + region + "/" + service + "/aws4_request";
-  out.string_to_sign = "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" +
-                       Sha256Hex(out.canonical_request);
-  const std::string key = Hmac(
-      Hmac(Hmac(Hmac("AWS4" + credentials.secret_access_key, date), region), service),
-      "aws4_request");
+  out.string_to_sign =
+      "AWS4-HMAC-SHA256\n" + amz_date + "\n" + scope + "\n" + Sha256Hex(out.canonical_request);
+  const std::string key =
+      Hmac(Hmac(Hmac(Hmac("AWS4" + credentials.secret_access_key, date), region), service),
+           "aws4_request");
   const std::string mac = Hmac(key, out.string_to_sign);
   out.signature = Hex(reinterpret_cast<const unsigned char*>(mac.data()), mac.size());
   out.authorization = "AWS4-HMAC-SHA256 Credential=" + credentials.access_key_id + "/" + scope +

@@ -39,7 +39,8 @@ std::string JavaClassOf(const ConnectShape& shape) {
   switch (shape.type) {
     case ConnectType::kString: return "class java.lang.String";
     case ConnectType::kBytes:
-      return SchemaName(shape.schema_json) == kDecimalName ? "class java.math.BigDecimal" : "class [B";
+      return SchemaName(shape.schema_json) == kDecimalName ? "class java.math.BigDecimal"
+                                                           : "class [B";
     case ConnectType::kInt8: return "class java.lang.Byte";
     case ConnectType::kInt16: return "class java.lang.Short";
     case ConnectType::kInt32: return "class java.lang.Integer";
@@ -58,11 +59,13 @@ std::string JavaClassOf(const ConnectShape& shape) {
 bool IsConnectTemporal(const ConnectShape& shape) {
   if (shape.type != ConnectType::kInt32 && shape.type != ConnectType::kInt64) return false;
   const std::string name = SchemaName(shape.schema_json);
-  return name == "org.apache.kafka.connect.data.Date" || name == "org.apache.kafka.connect.data.Time" ||
+  return name == "org.apache.kafka.connect.data.Date" ||
+         name == "org.apache.kafka.connect.data.Time" ||
          name == "org.apache.kafka.connect.data.Timestamp";
 }
 
-Result<std::optional<std::string>> DateText(const ConnectShape& shape, const std::string& value, bool to_string) {
+Result<std::optional<std::string>> DateText(const ConnectShape& shape, const std::string& value,
+                                            bool to_string) {
   auto text = JavaDateText(SchemaName(shape.schema_json), value, to_string);
   if (!text) return Status::Transform("'" + value + "' is not a Connect date or time");
   return text;
@@ -72,13 +75,16 @@ bool IsDecimal(const ConnectShape& shape) {
   return shape.type == ConnectType::kBytes && SchemaName(shape.schema_json) == kDecimalName;
 }
 
-Result<std::optional<std::string>> DecimalText(const ConnectShape& shape, const std::string& unscaled) {
+Result<std::optional<std::string>> DecimalText(const ConnectShape& shape,
+                                               const std::string& unscaled) {
   auto scale = DecimalScale(shape.schema_json);
-  if (!scale) return Status::Transform("a Decimal schema without a scale parameter: " + shape.schema_json);
+  if (!scale)
+    return Status::Transform("a Decimal schema without a scale parameter: " + shape.schema_json);
   return std::optional<std::string>(JavaDecimalText(unscaled, *scale));
 }
 
-Result<std::optional<std::string>> FloatingText(const ConnectShape& shape, const std::string& text, bool keep) {
+Result<std::optional<std::string>> FloatingText(const ConnectShape& shape, const std::string& text,
+                                                bool keep) {
   if (keep) return std::optional<std::string>(text);
   auto java = shape.type == ConnectType::kFloat32 ? JavaFloatText(text) : JavaDoubleText(text);
   if (!java) return Status::Transform("'" + text + "' is not a number");
@@ -89,7 +95,8 @@ Result<std::optional<std::string>> FloatingText(const ConnectShape& shape, const
 bool IsOptional(const std::string& schema_json) {
   rapidjson::Document d;
   d.Parse(schema_json.data(), schema_json.size());
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("optional") || !d["optional"].IsBool()) return true;
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("optional") || !d["optional"].IsBool())
+    return true;
   return d["optional"].GetBool();
 }
 
@@ -207,8 +214,9 @@ Result<std::string> WithDecimalText(const ConnectShape& shape, const std::string
 
 class NativeConverter final : public Converter {
  public:
-  Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape&,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string&, const ConnectShape&,
+      const std::optional<std::string>& value) const override {
     return value;
   }
 };
@@ -216,8 +224,9 @@ class NativeConverter final : public Converter {
 // StringConverter: serializer.serialize(value.toString()).
 class StringConverter final : public Converter {
  public:
-  Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape& shape,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string&, const ConnectShape& shape,
+      const std::optional<std::string>& value) const override {
     if (!value) return std::optional<std::string>();
     switch (shape.type) {
       case ConnectType::kBytes: {
@@ -227,11 +236,11 @@ class StringConverter final : public Converter {
         if (shape.schema_json.empty()) return value;
         // Debezium hands binary columns to Connect as a ByteBuffer, whose toString is this.
         const std::string n = std::to_string(value->size());
-        return std::optional<std::string>("java.nio.HeapByteBuffer[pos=0 lim=" + n + " cap=" + n + "]");
+        return std::optional<std::string>("java.nio.HeapByteBuffer[pos=0 lim=" + n + " cap=" + n +
+                                          "]");
       }
       case ConnectType::kFloat32:
-      case ConnectType::kFloat64:
-        return FloatingText(shape, *value, keep_number_text_);
+      case ConnectType::kFloat64: return FloatingText(shape, *value, keep_number_text_);
       case ConnectType::kStruct: {
         auto json = WithDecimalText(shape, *value);
         if (!json.ok()) return json.status();
@@ -258,27 +267,30 @@ class JsonConverter final : public Converter {
 
   bool WritesSchemas() const override { return schemas_; }
 
-  Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape& shape,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string&, const ConnectShape& shape,
+      const std::optional<std::string>& value) const override {
     // A null without a schema is a Kafka null (a tombstone); with a schema it is JSON null.
     if (shape.schema_json.empty() && !value) return std::optional<std::string>();
     auto payload = Payload(shape, value);
     if (!payload.ok()) return payload.status();
     if (!schemas_) return std::optional<std::string>(std::move(payload).value());
-    const std::string schema = shape.schema_json.empty() ? "null" : EscapeOutsideBmp(shape.schema_json);
+    const std::string schema =
+        shape.schema_json.empty() ? "null" : EscapeOutsideBmp(shape.schema_json);
     return std::optional<std::string>("{\"schema\":" + schema + ",\"payload\":" + *payload + "}");
   }
 
  private:
-  Result<std::string> Payload(const ConnectShape& shape, const std::optional<std::string>& value) const {
+  Result<std::string> Payload(const ConnectShape& shape,
+                              const std::optional<std::string>& value) const {
     if (!value) {
       if (!shape.schema_json.empty() && !IsOptional(shape.schema_json))
-        return Status::Transform("Conversion error: null value for field that is required and has no default value");
+        return Status::Transform(
+            "Conversion error: null value for field that is required and has no default value");
       return std::string("null");
     }
     switch (shape.type) {
-      case ConnectType::kString:
-        return JacksonStringLiteral(*value);
+      case ConnectType::kString: return JacksonStringLiteral(*value);
       case ConnectType::kBytes:
         // decimal.format=BASE64: a Decimal is its unscaled bytes, like any other bytes.
         return "\"" + Base64(*value) + "\"";
@@ -294,10 +306,8 @@ class JsonConverter final : public Converter {
       }
       case ConnectType::kStruct:
       case ConnectType::kArray:
-      case ConnectType::kMap:
-        return EscapeOutsideBmp(*value);
-      default:
-        return *value;  // integers and booleans: their text is their JSON
+      case ConnectType::kMap: return EscapeOutsideBmp(*value);
+      default: return *value;  // integers and booleans: their text is their JSON
     }
   }
 
@@ -306,34 +316,39 @@ class JsonConverter final : public Converter {
 
 class ByteArrayConverter final : public Converter {
  public:
-  Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape& shape,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string&, const ConnectShape& shape,
+      const std::optional<std::string>& value) const override {
     if (!shape.schema_json.empty() && shape.type != ConnectType::kBytes)
-      return Status::Transform(std::string("Invalid schema type for ByteArrayConverter: ") + ConnectTypeName(shape.type));
+      return Status::Transform(std::string("Invalid schema type for ByteArrayConverter: ") +
+                               ConnectTypeName(shape.type));
     if (value && (shape.type != ConnectType::kBytes || IsDecimal(shape)))
-      return Status::Transform("ByteArrayConverter is not compatible with objects of type " + JavaClassOf(shape));
+      return Status::Transform("ByteArrayConverter is not compatible with objects of type " +
+                               JavaClassOf(shape));
     return value;
   }
 };
 
 class BinaryDataConverter final : public Converter {
  public:
-  explicit BinaryDataConverter(std::unique_ptr<Converter> delegate) : delegate_(std::move(delegate)) {}
+  explicit BinaryDataConverter(std::unique_ptr<Converter> delegate)
+      : delegate_(std::move(delegate)) {}
 
   bool WritesSchemas() const override { return delegate_ && delegate_->WritesSchemas(); }
   void KeepNumberText(bool keep) override {
     if (delegate_) delegate_->KeepNumberText(keep);
   }
 
-  Result<std::optional<std::string>> FromConnectData(const std::string& topic, const ConnectShape& shape,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string& topic, const ConnectShape& shape,
+      const std::optional<std::string>& value) const override {
     const bool bytes = shape.type == ConnectType::kBytes && !IsDecimal(shape);
     const bool schema_not_bytes = !shape.schema_json.empty() && shape.type != ConnectType::kBytes;
     if (!schema_not_bytes && (bytes || !value)) return value;
     if (!delegate_) {
-      return Status::Transform(std::string("BinaryDataConverter writes only bytes; a value of Connect type ") +
-                               ConnectTypeName(shape.type) +
-                               " requires a delegate.converter.type to be configured");
+      return Status::Transform(
+          std::string("BinaryDataConverter writes only bytes; a value of Connect type ") +
+          ConnectTypeName(shape.type) + " requires a delegate.converter.type to be configured");
     }
     return delegate_->FromConnectData(topic, shape, value);
   }
@@ -345,16 +360,16 @@ class BinaryDataConverter final : public Converter {
 // SimpleHeaderConverter: Values.convertToString(schema, value) in UTF-8.
 class SimpleHeaderConverter final : public Converter {
  public:
-  Result<std::optional<std::string>> FromConnectData(const std::string&, const ConnectShape& shape,
-                                                     const std::optional<std::string>& value) const override {
+  Result<std::optional<std::string>> FromConnectData(
+      const std::string&, const ConnectShape& shape,
+      const std::optional<std::string>& value) const override {
     if (!value) return std::optional<std::string>();
     switch (shape.type) {
       case ConnectType::kBytes:
         if (IsDecimal(shape)) return DecimalText(shape, *value);
         return std::optional<std::string>(Base64(*value));
       case ConnectType::kFloat32:
-      case ConnectType::kFloat64:
-        return FloatingText(shape, *value, keep_number_text_);
+      case ConnectType::kFloat64: return FloatingText(shape, *value, keep_number_text_);
       case ConnectType::kStruct:
       case ConnectType::kArray:
       case ConnectType::kMap: {
@@ -396,8 +411,9 @@ Result<std::unique_ptr<Converter>> MakeConverter(const std::string& class_name,
     auto format = settings.GetEnum("decimal.format", "BASE64", {"BASE64", "NUMERIC"});
     if (!format.ok()) return format.status();
     if (*format != "BASE64") {
-      return Status::Config("'" + settings.FullKey("decimal.format") +
-                            "' is NUMERIC; walrelay's JsonConverter writes decimals as BASE64 only");
+      return Status::Config(
+          "'" + settings.FullKey("decimal.format") +
+          "' is NUMERIC; walrelay's JsonConverter writes decimals as BASE64 only");
     }
     auto cache = settings.GetInt("schemas.cache.size", 1000, 0, INT32_MAX);  // no cache to size
     if (!cache.ok()) return cache.status();
@@ -422,9 +438,10 @@ Result<std::unique_ptr<Converter>> MakeConverter(const std::string& class_name,
     return std::unique_ptr<Converter>(std::make_unique<SimpleHeaderConverter>());
   }
   return Status::Config("'" + class_key + "' is '" + class_name +
-                        "', which walrelay does not implement; use one of " + kStringConverterClass +
-                        ", " + kJsonConverterClass + ", " + kByteArrayConverterClass + ", " +
-                        kBinaryDataConverterClass + ", " + kSimpleHeaderConverterClass);
+                        "', which walrelay does not implement; use one of " +
+                        kStringConverterClass + ", " + kJsonConverterClass + ", " +
+                        kByteArrayConverterClass + ", " + kBinaryDataConverterClass + ", " +
+                        kSimpleHeaderConverterClass);
 }
 
 }  // namespace walrelay

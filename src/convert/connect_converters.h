@@ -23,11 +23,15 @@
 
 namespace walrelay {
 
-inline constexpr const char* kStringConverterClass = "org.apache.kafka.connect.storage.StringConverter";
+inline constexpr const char* kStringConverterClass =
+    "org.apache.kafka.connect.storage.StringConverter";
 inline constexpr const char* kJsonConverterClass = "org.apache.kafka.connect.json.JsonConverter";
-inline constexpr const char* kByteArrayConverterClass = "org.apache.kafka.connect.converters.ByteArrayConverter";
-inline constexpr const char* kBinaryDataConverterClass = "io.debezium.converters.BinaryDataConverter";
-inline constexpr const char* kSimpleHeaderConverterClass = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+inline constexpr const char* kByteArrayConverterClass =
+    "org.apache.kafka.connect.converters.ByteArrayConverter";
+inline constexpr const char* kBinaryDataConverterClass =
+    "io.debezium.converters.BinaryDataConverter";
+inline constexpr const char* kSimpleHeaderConverterClass =
+    "org.apache.kafka.connect.storage.SimpleHeaderConverter";
 
 // `class_key` is the full key that named the class (e.g. "value.converter"); `settings` is
 // scoped to its sub-keys ("value.converter."), every key it reads is marked as read.

@@ -13,11 +13,13 @@ Result<Converters> Converters::Build(const Properties& config) {
       parts[i] = Part{MakeNativeConverter(), ""};
       continue;
     }
-    auto made = MakeConverter(*class_name, config.FullKey(keys[i]), config.Scoped(std::string(keys[i]) + "."));
+    auto made = MakeConverter(*class_name, config.FullKey(keys[i]),
+                              config.Scoped(std::string(keys[i]) + "."));
     if (!made.ok()) return made.status();
     parts[i] = Part{std::move(made).value(), Trim(*class_name)};
   }
-  const bool native = parts[0].class_name.empty() && parts[1].class_name.empty() && parts[2].class_name.empty();
+  const bool native =
+      parts[0].class_name.empty() && parts[1].class_name.empty() && parts[2].class_name.empty();
   return Converters(std::move(parts[0]), std::move(parts[1]), std::move(parts[2]), native);
 }
 

@@ -56,7 +56,10 @@ class Converters {
     std::string class_name;  // "" for walrelay's own bytes
   };
   Converters(Part key, Part value, Part header, bool native)
-      : key_(std::move(key)), value_(std::move(value)), header_(std::move(header)), native_(native) {}
+      : key_(std::move(key)),
+        value_(std::move(value)),
+        header_(std::move(header)),
+        native_(native) {}
 
   Part key_;
   Part value_;

@@ -21,8 +21,11 @@ void AppendUnicodeEscape(std::string& out, uint32_t unit) {
 
 // Decodes the 4-byte UTF-8 sequence at `s[i]` (lead byte 0xF0..0xF4) into its surrogate pair.
 void AppendSurrogates(std::string& out, std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<uint32_t>(static_cast<unsigned char>(s[i + k])); };
-  const uint32_t cp = ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+  const auto b = [&](size_t k) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(s[i + k]));
+  };
+  const uint32_t cp =
+      ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
   AppendUnicodeEscape(out, 0xD800 + ((cp - 0x10000) >> 10));
   AppendUnicodeEscape(out, 0xDC00 + ((cp - 0x10000) & 0x3FF));
 }
@@ -64,7 +67,8 @@ std::optional<std::string> JavaFloatingText(std::string_view text) {
     if (exponent >= 0) {
       const size_t int_digits = static_cast<size_t>(exponent) + 1;
       while (digits.size() < int_digits) digits += '0';
-      out = digits.substr(0, int_digits) + "." + (digits.size() > int_digits ? digits.substr(int_digits) : "0");
+      out = digits.substr(0, int_digits) + "." +
+            (digits.size() > int_digits ? digits.substr(int_digits) : "0");
     } else {
       out = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
     }
@@ -185,7 +189,8 @@ Result<std::string> Rewrite(std::string_view json, JavaTextWriter::Style style, 
   JavaTextWriter writer(style, map);
   rapidjson::Reader reader;
   rapidjson::MemoryStream stream(json.data(), json.size());
-  constexpr unsigned kFlags = rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag;
+  constexpr unsigned kFlags =
+      rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag;
   const rapidjson::ParseResult ok = reader.Parse<kFlags>(stream, writer);
   if (!ok) return Status::Internal("a structured value is not valid JSON");
   return std::move(writer.out());
@@ -277,7 +282,8 @@ std::string JavaDecimalText(std::string_view unscaled, int32_t scale) {
   if (scale >= 0 && adjusted >= -6) {
     if (scale == 0) return sign + digits;
     const size_t s = static_cast<size_t>(scale);
-    if (digits.size() > s) return sign + digits.substr(0, digits.size() - s) + "." + digits.substr(digits.size() - s);
+    if (digits.size() > s)
+      return sign + digits.substr(0, digits.size() - s) + "." + digits.substr(digits.size() - s);
     return sign + "0." + std::string(s - digits.size(), '0') + digits;
   }
   std::string out = sign + digits.substr(0, 1);
@@ -287,7 +293,8 @@ std::string JavaDecimalText(std::string_view unscaled, int32_t scale) {
   return out + std::to_string(adjusted);
 }
 
-std::optional<std::string> JavaDateText(std::string_view logical_name, std::string_view text, bool to_string) {
+std::optional<std::string> JavaDateText(std::string_view logical_name, std::string_view text,
+                                        bool to_string) {
   int64_t n = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
   if (ec != std::errc() || p != text.data() + text.size()) return std::nullopt;
@@ -319,17 +326,19 @@ std::optional<std::string> JavaDateText(std::string_view logical_name, std::stri
                                               "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     const int64_t weekday = ((days % 7) + 7) % 7;  // 1970-01-01 was a Thursday
     std::snprintf(buf, sizeof buf, "%s %s %02d %02d:%02d:%02d UTC %lld", kDays[weekday],
-                  kMonths[month - 1], static_cast<int>(day), hh, mi, ss, static_cast<long long>(year));
+                  kMonths[month - 1], static_cast<int>(day), hh, mi, ss,
+                  static_cast<long long>(year));
     return std::string(buf);
   }
   if (ms >= 0 && ms < kDayMs) {
     std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03dZ", hh, mi, ss, mss);
   } else if (in_day == 0) {
-    std::snprintf(buf, sizeof buf, "%04lld-%02d-%02d", static_cast<long long>(year), static_cast<int>(month),
-                  static_cast<int>(day));
+    std::snprintf(buf, sizeof buf, "%04lld-%02d-%02d", static_cast<long long>(year),
+                  static_cast<int>(month), static_cast<int>(day));
   } else {
-    std::snprintf(buf, sizeof buf, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ", static_cast<long long>(year),
-                  static_cast<int>(month), static_cast<int>(day), hh, mi, ss, mss);
+    std::snprintf(buf, sizeof buf, "%04lld-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                  static_cast<long long>(year), static_cast<int>(month), static_cast<int>(day), hh,
+                  mi, ss, mss);
   }
   return std::string(buf);
 }
@@ -337,7 +346,8 @@ std::optional<std::string> JavaDateText(std::string_view logical_name, std::stri
 std::optional<int32_t> DecimalScale(std::string_view schema_json) {
   rapidjson::Document d;
   d.Parse(schema_json.data(), schema_json.size());
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("parameters") || !d["parameters"].IsObject())
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("parameters") ||
+      !d["parameters"].IsObject())
     return std::nullopt;
   const auto& params = d["parameters"];
   if (!params.HasMember("scale") || !params["scale"].IsString()) return std::nullopt;
@@ -352,7 +362,8 @@ std::string SchemaName(std::string_view schema_json) {
   if (schema_json.empty()) return "";
   rapidjson::Document d;
   d.Parse(schema_json.data(), schema_json.size());
-  if (d.HasParseError() || !d.IsObject() || !d.HasMember("name") || !d["name"].IsString()) return "";
+  if (d.HasParseError() || !d.IsObject() || !d.HasMember("name") || !d["name"].IsString())
+    return "";
   return std::string(d["name"].GetString(), d["name"].GetStringLength());
 }
 

@@ -41,7 +41,8 @@ std::string JavaDecimalText(std::string_view unscaled, int32_t scale);
 // at midnight, "HH:mm:ss.SSS'Z'" within the first day, else "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"),
 // or as java.util.Date.toString() does ("Thu Feb 29 12:34:56 UTC 2024") with `to_string`.
 // A JVM in UTC is assumed. nullopt when `text` is no integer.
-std::optional<std::string> JavaDateText(std::string_view logical_name, std::string_view text, bool to_string);
+std::optional<std::string> JavaDateText(std::string_view logical_name, std::string_view text,
+                                        bool to_string);
 
 // The "scale" parameter of a Decimal schema ({"parameters":{"scale":"3"}}), if any.
 std::optional<int32_t> DecimalScale(std::string_view schema_json);

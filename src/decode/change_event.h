@@ -44,15 +44,16 @@ enum class ChangeOp : char {
 
 struct RowChange {
   ChangeOp op = ChangeOp::kInsert;
-  Lsn lsn;                // LSN of this change's WAL record
+  Lsn lsn;  // LSN of this change's WAL record
   uint32_t xid = 0;
   std::string schema;
   std::string table;
   std::vector<Column> columns;   // new row image (insert, update); empty for delete/truncate
   std::vector<Column> identity;  // old key image (update with key change, delete)
-  std::vector<std::string> primary_key;  // primary key column names, in column order (wal2json's "pk")
-  int64_t commit_time_ms = 0;    // commit time of the enclosing transaction, ms since epoch
-  int64_t commit_time_us = 0;    // the same in microseconds (Debezium's source.ts_us)
+  std::vector<std::string>
+      primary_key;             // primary key column names, in column order (wal2json's "pk")
+  int64_t commit_time_ms = 0;  // commit time of the enclosing transaction, ms since epoch
+  int64_t commit_time_us = 0;  // the same in microseconds (Debezium's source.ts_us)
   // Debezium's `before` image: every column of the table in column order, the old tuple's
   // values and NULL beyond them. Set for a delete and for an update that carries an old tuple
   // (its key changed, or REPLICA IDENTITY FULL); empty otherwise. Without the table's columns

@@ -20,9 +20,8 @@ std::string QuoteLiteral(std::string_view value) {
 }  // namespace
 
 std::string Wal2JsonStartOptions(std::string_view add_tables) {
-  std::string options =
-      "\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
-      "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'";
+  std::string options = "\"format-version\" '2', \"include-xids\" '1', \"include-timestamp\" '1', "
+                        "\"include-lsn\" '1', \"include-pk\" '1', \"include-types\" '1'";
   if (!add_tables.empty()) options += ", \"add-tables\" " + QuoteLiteral(add_tables);
   return options;
 }

@@ -51,10 +51,10 @@ using TableFilter = std::function<bool(std::string_view schema, std::string_view
 
 struct DecodedMessage {
   MessageKind kind = MessageKind::kBegin;
-  TxnBegin begin;         // valid when kind == kBegin
-  RowChange change;       // valid when kind == kChange or kExcludedChange
-  TxnCommit commit;       // valid when kind == kCommit
-  LogicalMessage message; // valid when kind == kMessage
+  TxnBegin begin;          // valid when kind == kBegin
+  RowChange change;        // valid when kind == kChange or kExcludedChange
+  TxnCommit commit;        // valid when kind == kCommit
+  LogicalMessage message;  // valid when kind == kMessage
 };
 
 class Decoder {

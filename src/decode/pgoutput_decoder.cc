@@ -165,8 +165,7 @@ std::string FormatBuiltin(const BuiltinType& t, int32_t typmod) {
 // quote_identifier without the keyword list: quotes names that are not plain lower-case.
 std::string QuoteIdentifier(std::string_view name) {
   bool safe = !name.empty() && ((name[0] >= 'a' && name[0] <= 'z') || name[0] == '_');
-  for (char c : name)
-    safe = safe && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
+  for (char c : name) safe = safe && ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   if (safe) return std::string(name);
   std::string out = "\"";
   for (char c : name) {
@@ -271,8 +270,7 @@ PgOutputDecoder::PgOutputDecoder(PgOutputDecoder&&) noexcept = default;
 PgOutputDecoder& PgOutputDecoder::operator=(PgOutputDecoder&&) noexcept = default;
 
 std::string PgOutputDecoder::StartReplicationOptions(int server_version) const {
-  return PgOutputStartOptions(options_.publication_names,
-                              server_version >= kPgOutputMessagesSince);
+  return PgOutputStartOptions(options_.publication_names, server_version >= kPgOutputMessagesSince);
 }
 
 void PgOutputDecoder::SetTableFilter(TableFilter filter) {
@@ -292,8 +290,8 @@ bool PgOutputDecoder::Wanted(Relation& relation) {
 Result<PgOutputDecoder::Relation*> PgOutputDecoder::FindRelation(uint32_t id, Lsn at) {
   auto it = relations_.find(id);
   if (it == relations_.end()) {
-    return DecodeError(at, "row of relation id " + std::to_string(id) +
-                               " that no Relation message announced");
+    return DecodeError(
+        at, "row of relation id " + std::to_string(id) + " that no Relation message announced");
   }
   return it->second.get();
 }
@@ -340,8 +338,8 @@ Status PgOutputDecoder::Decode(std::string_view payload, Lsn at) {
       // A commit time is a finite timestamp; one that leaves int64 when shifted to the Unix
       // epoch is a corrupt message, not a time.
       if (__builtin_add_overflow(timestamp, kPgEpochOffsetMicros, &micros))
-        return DecodeError(at, "Begin with a commit timestamp out of range: " +
-                                   std::to_string(timestamp));
+        return DecodeError(
+            at, "Begin with a commit timestamp out of range: " + std::to_string(timestamp));
       commit_time_ms_ = micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
       commit_time_us_ = micros;
       decoded_.kind = MessageKind::kBegin;
@@ -529,8 +527,9 @@ Status PgOutputDecoder::ReadTuple(Reader& in, const Relation& relation, bool key
     if (!in.ok()) break;
     if (marker == 'b') {
       return DecodeError(at, "column '" + a.name + "' of " + relation.schema + "." +
-                                 relation.table + " is in binary format; start pgoutput without "
-                                                  "the binary option");
+                                 relation.table +
+                                 " is in binary format; start pgoutput without "
+                                 "the binary option");
     }
     markers[i] = marker;
     if (key_only && !a.key) continue;
@@ -636,8 +635,7 @@ Status PgOutputDecoder::DecodeRow(char kind, Reader& in, Lsn at) {
   if (!in.ok()) return DecodeError(at, "truncated row message");
   if (tuple != 'N') {
     return DecodeError(at, std::string(kind == 'I' ? "Insert" : "Update") + " into " +
-                               relation.schema + "." + relation.table +
-                               " without a new row ('N')");
+                               relation.schema + "." + relation.table + " without a new row ('N')");
   }
   WALRELAY_RETURN_IF_ERROR(ReadTuple(in, relation, false, change.columns, new_markers_, at));
   if (kind == 'I') {

@@ -1,8 +1,8 @@
 #include "decode/wal2json_decoder.h"
 
+#include <rapidjson/encodedstream.h>
 #include <rapidjson/error/en.h>
 #include <rapidjson/memorystream.h>
-#include <rapidjson/encodedstream.h>
 #include <rapidjson/reader.h>
 
 #include <algorithm>
@@ -37,7 +37,7 @@ struct Scalar {
 // An array of column objects ("columns", "identity") or key objects ("pk").
 struct ColumnArray {
   JsonType type = JsonType::kAbsent;
-  size_t count = 0;            // entries written to the output vector
+  size_t count = 0;  // entries written to the output vector
   bool entry_not_object = false;
   bool entry_without_name = false;
   std::string bad_value_column;  // first column whose value is an object or array
@@ -54,8 +54,21 @@ class Wal2JsonDecoder::Parser
     : public rapidjson::BaseReaderHandler<rapidjson::UTF8<>, Wal2JsonDecoder::Parser> {
  public:
   enum class Top {
-    kNone, kAction, kXid, kTimestamp, kLsn, kNextLsn, kSchema, kTable, kTransactional, kPrefix,
-    kContent, kColumns, kIdentity, kPk, kIgnored,
+    kNone,
+    kAction,
+    kXid,
+    kTimestamp,
+    kLsn,
+    kNextLsn,
+    kSchema,
+    kTable,
+    kTransactional,
+    kPrefix,
+    kContent,
+    kColumns,
+    kIdentity,
+    kPk,
+    kIgnored,
   };
   enum class Entry { kNone, kName, kType, kValue, kIgnored };
 
@@ -120,12 +133,18 @@ class Wal2JsonDecoder::Parser
  private:
   Top TopField(std::string_view key) const {
     static constexpr std::pair<std::string_view, Top> kFields[] = {
-        {"action", Top::kAction},       {"xid", Top::kXid},
-        {"timestamp", Top::kTimestamp}, {"lsn", Top::kLsn},
-        {"nextlsn", Top::kNextLsn},     {"schema", Top::kSchema},
-        {"table", Top::kTable},         {"columns", Top::kColumns},
-        {"identity", Top::kIdentity},   {"pk", Top::kPk},
-        {"transactional", Top::kTransactional}, {"prefix", Top::kPrefix},
+        {"action", Top::kAction},
+        {"xid", Top::kXid},
+        {"timestamp", Top::kTimestamp},
+        {"lsn", Top::kLsn},
+        {"nextlsn", Top::kNextLsn},
+        {"schema", Top::kSchema},
+        {"table", Top::kTable},
+        {"columns", Top::kColumns},
+        {"identity", Top::kIdentity},
+        {"pk", Top::kPk},
+        {"transactional", Top::kTransactional},
+        {"prefix", Top::kPrefix},
         {"content", Top::kContent},
     };
     for (const auto& [name, field] : kFields)
@@ -273,8 +292,7 @@ class Wal2JsonDecoder::Parser
           col->text.assign(text);
         }
         return;
-      default:
-        return;
+      default: return;
     }
   }
 
@@ -394,7 +412,8 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   // Iterative: the recursive parser overflows the stack on deeply nested input instead of
   // reporting it.
   const rapidjson::ParseResult parsed =
-      p.reader->Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(input, p);
+      p.reader->Parse<rapidjson::kParseNumbersAsStringsFlag | rapidjson::kParseIterativeFlag>(input,
+                                                                                              p);
   if (json.size() > Parser::kLargeMessage) p.reader.emplace();
   if (p.excluded) {
     txn_has_changes_ = true;
@@ -411,8 +430,8 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   }
   if (parsed.IsError()) {
     return DecodeError(data_start, std::string("invalid JSON (") +
-                                       rapidjson::GetParseError_En(parsed.Code()) +
-                                       " at offset " + std::to_string(parsed.Offset()) + ")");
+                                       rapidjson::GetParseError_En(parsed.Code()) + " at offset " +
+                                       std::to_string(parsed.Offset()) + ")");
   }
   if (!p.top_is_object) return DecodeError(data_start, "not a JSON object");
   if (!p.action.is_string() || p.action.text.size() != 1)
@@ -424,7 +443,8 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
   int64_t time_us = current_commit_time_us_;
   if (p.timestamp.is_string()) {
     auto commit_time = CommitTime(p.timestamp.view());
-    if (!commit_time.ok()) return commit_time.status().WithContext("at LSN " + data_start.ToString());
+    if (!commit_time.ok())
+      return commit_time.status().WithContext("at LSN " + data_start.ToString());
     time_us = *commit_time;
   }
   const int64_t time_ms = time_us / 1000 - (time_us % 1000 < 0 ? 1 : 0);
@@ -463,7 +483,8 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
       txn_has_changes_ = true;
       out.kind = MessageKind::kMessage;
       out.message.lsn = data_start;
-      out.message.transactional = p.transactional.type == JsonType::kBool && p.transactional.boolean;
+      out.message.transactional =
+          p.transactional.type == JsonType::kBool && p.transactional.boolean;
       out.message.prefix = p.prefix.is_string() ? p.prefix.text : "";
       out.message.content = p.content.is_string() ? p.content.text : "";
       return Status::Ok();
@@ -471,10 +492,8 @@ Status Wal2JsonDecoder::Decode(std::string_view json, Lsn data_start, DecodedMes
     case 'I':
     case 'U':
     case 'D':
-    case 'T':
-      break;
-    default:
-      return DecodeError(data_start, std::string("unknown action '") + act + "'");
+    case 'T': break;
+    default: return DecodeError(data_start, std::string("unknown action '") + act + "'");
   }
 
   txn_has_changes_ = true;
@@ -519,8 +538,8 @@ void Wal2JsonDecoder::FillBefore(RowChange& change) {
     // and Debezium a before image, only when the key changed or under REPLICA IDENTITY FULL.
     bool old_tuple = false;
     for (const Column& old : change.identity) {
-      const bool key = std::find(change.primary_key.begin(), change.primary_key.end(),
-                                 old.name) != change.primary_key.end();
+      const bool key = std::find(change.primary_key.begin(), change.primary_key.end(), old.name) !=
+                       change.primary_key.end();
       const Column* now = change.Find(old.name);
       if (!key || now == nullptr || now->kind != old.kind || now->text != old.text) {
         old_tuple = true;

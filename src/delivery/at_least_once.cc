@@ -8,8 +8,7 @@ Result<std::unique_ptr<AtLeastOnce>> AtLeastOnce::Create(const RelaySettings& se
                                                          RelayCounters& counters) {
   std::unique_ptr<AtLeastOnce> guarantee(new AtLeastOnce(settings, counters));
   auto writer = OffsetWriter::Create(settings.kafka, guarantee->store_,
-                                     settings.offsets.flush_interval,
-                                     settings.ProvidedKafkaKeys());
+                                     settings.offsets.flush_interval, settings.ProvidedKafkaKeys());
   if (!writer.ok()) return writer.status();
   guarantee->writer_ = std::move(writer).value();
   return guarantee;
@@ -33,10 +32,11 @@ Result<std::optional<SourceOffset>> AtLeastOnce::StoredPosition(const SourceIden
   const auto timeout = deciding ? kDecidingTimeout : kQuickTimeout;
   auto unreachable = [&](const Status& why) -> Result<std::optional<SourceOffset>> {
     if (deciding)
-      return Status::Connection(
-          "replication slot '" + slot_ + "' is missing, and whether this connector streamed "
-          "from it before cannot be read from offsets topic '" + store_.topic() + "' (" +
-          why.message() + "); the slot is created only once that is known");
+      return Status::Connection("replication slot '" + slot_ +
+                                "' is missing, and whether this connector streamed "
+                                "from it before cannot be read from offsets topic '" +
+                                store_.topic() + "' (" + why.message() +
+                                "); the slot is created only once that is known");
     if (!why.ok() && why.code() != ErrorCode::kKafka) return why;
     if (!warned_unreachable_) {
       spdlog::warn("offsets topic '{}' cannot be reached ({}); streaming goes on, and this "
@@ -48,8 +48,7 @@ Result<std::optional<SourceOffset>> AtLeastOnce::StoredPosition(const SourceIden
   };
   int32_t partition_count = 0;  // 0: left to the producer's partitioner
   if (!topic_checked_) {
-    auto partitions =
-        store_.EnsureTopic(options_.partitions, options_.replication_factor, timeout);
+    auto partitions = store_.EnsureTopic(options_.partitions, options_.replication_factor, timeout);
     if (partitions.ok()) {
       topic_checked_ = true;
       partition_count = *partitions;

@@ -19,9 +19,9 @@
 #include <mutex>
 #include <optional>
 
+#include "delivery/delivery_guarantee.h"
 #include "delivery/offset_store.h"
 #include "delivery/offset_writer.h"
-#include "delivery/delivery_guarantee.h"
 
 namespace walrelay {
 
@@ -37,7 +37,8 @@ class AtLeastOnce final : public DeliveryGuarantee {
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
-  Result<Lsn> StartPosition(const SourceIdentity&, Lsn, const std::optional<SourceOffset>&) override {
+  Result<Lsn> StartPosition(const SourceIdentity&, Lsn,
+                            const std::optional<SourceOffset>&) override {
     return Lsn();
   }
   Status BeforeRecord(size_t) override { return Status::Ok(); }

@@ -21,8 +21,8 @@ struct FailureContext {
   std::string exception_class;  // error class, e.g. librdkafka's error name
   std::string message;          // why it failed
   std::string connector_name;
-  Lsn lsn;                      // source row LSN
-  std::string table;            // "schema.table"
+  Lsn lsn;            // source row LSN
+  std::string table;  // "schema.table"
 };
 
 // Builds the dead-letter record for `original`. `max_value_bytes` is the largest value that

@@ -36,7 +36,8 @@
 // - Confirmed(position): the relay confirmed `position` to the slot.
 // - ForgetPosition(): the relay dropped the slot on purpose (slot.drop.on.stop): the next
 //   start is a first start.
-// - RecordRefused(reason): Kafka refused a record after it was sent (`reason` says how). OK: the refusal is the
+// - RecordRefused(reason): Kafka refused a record after it was sent (`reason` says how). OK: the
+// refusal is the
 //   record's own, and errors.tolerance decides its fate; an error: the record's fate is tied
 //   to others' (its Kafka transaction cannot commit), and the relay stops or replays.
 // Errors: kConnection means "replay": the relay reconnects and streams again from what is
@@ -59,8 +60,8 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/change_event.h"
-#include "delivery/source_offsets.h"
 #include "delivery/producer.h"
+#include "delivery/source_offsets.h"
 #include "status/metrics.h"
 
 namespace walrelay {

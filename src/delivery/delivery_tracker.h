@@ -34,7 +34,7 @@
 namespace walrelay {
 
 struct FailedDelivery {
-  Lsn lsn;                  // LSN of the row change the record came from
+  Lsn lsn;            // LSN of the row change the record came from
   std::string error;  // which record (event id, topic, key) and why Kafka refused it
 };
 

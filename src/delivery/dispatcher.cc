@@ -35,8 +35,7 @@ Status Dispatcher::Send(Record& record, uint64_t ticket) {
   // until a delivery report has made room.
   if (sink_.OutstandingMessages() == 0) {
     Status error = Status::Kafka(
-        "cannot produce " + DescribeRecord(record) + " (" +
-        DescribeOrigin(record.source) +
+        "cannot produce " + DescribeRecord(record) + " (" + DescribeOrigin(record.source) +
         "): it does not fit librdkafka's empty queue; raise 'kafka.queue.buffering.max.kbytes' "
         "(or remove the override)");
     Fail(ticket, error.message());
@@ -85,8 +84,8 @@ Status Dispatcher::OnDelivery(const DeliveryReport& report) {
                  /*sent=*/true);
 }
 
-Status Dispatcher::Refused(Record& record, uint64_t ticket, rd_kafka_resp_err_t code,
-                           Status error, bool sent) {
+Status Dispatcher::Refused(Record& record, uint64_t ticket, rd_kafka_resp_err_t code, Status error,
+                           bool sent) {
   Refusal refusal{record, ticket, code, std::move(error), sent};
   Status outcome = on_refused_(refusal);
   // Dealt with or failed, a record that left the ledger is no longer in flight.

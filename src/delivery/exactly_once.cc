@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "delivery/source_offsets.h"
 #include "delivery/at_least_once.h"
+#include "delivery/source_offsets.h"
 
 namespace walrelay {
 namespace {
@@ -27,8 +27,7 @@ Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySett
     return std::unique_ptr<DeliveryGuarantee>(std::move(at_least_once).value());
   }
   return std::unique_ptr<DeliveryGuarantee>(std::make_unique<ExactlyOnce>(
-      settings, MakeKafkaTransactions(producer, settings.exactly_once.transactional_id),
-      counters));
+      settings, MakeKafkaTransactions(producer, settings.exactly_once.transactional_id), counters));
 }
 
 ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
@@ -193,8 +192,7 @@ Status ExactlyOnce::Commit() {
   const std::string upto = "LSN " + offset.lsn_commit.ToString();
   if (TxnStatus sent = txn_->SendOffset(offsets_.MakeRecord(offset, offsets_partitions_));
       !sent.ok()) {
-    return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic +
-                            "'");
+    return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic + "'");
   }
   const auto started = Clock::now();
   const auto give_up = started + kTransactionCallTimeout;
@@ -232,7 +230,8 @@ Status ExactlyOnce::Abort(const std::string& why) {
     // or confirmed, so replaying is safe once the abort completes, which the next connect
     // attempt waits for (FinishPendingAbort).
     abort_pending_ = true;
-    return Status::Connection(aborted.status.message() + " (" + why + "); the abort is retried "
+    return Status::Connection(aborted.status.message() + " (" + why +
+                              "); the abort is retried "
                               "before streaming again from LSN " +
                               Lsn(committed_.load()).ToString());
   }
@@ -268,9 +267,9 @@ Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operatio
                               " failed; replaying from LSN " + Lsn(committed_.load()).ToString());
   }
   kafka_open_ = false;
-  return Status(failure.status.code(),
-                failure.status.message() + "; nothing after LSN " +
-                    Lsn(committed_.load()).ToString() + " is confirmed by this process");
+  return Status(failure.status.code(), failure.status.message() + "; nothing after LSN " +
+                                           Lsn(committed_.load()).ToString() +
+                                           " is confirmed by this process");
 }
 
 }  // namespace walrelay

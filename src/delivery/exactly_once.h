@@ -39,11 +39,11 @@
 #include <optional>
 #include <string>
 
+#include "delivery/delivery_guarantee.h"
 #include "delivery/kafka_transactions.h"
 #include "delivery/offset_store.h"
 #include "delivery/transaction_boundary.h"
 #include "delivery/transactional_producer.h"
-#include "delivery/delivery_guarantee.h"
 
 namespace walrelay {
 

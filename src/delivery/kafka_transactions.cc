@@ -13,8 +13,7 @@ class RdKafkaTransactions final : public KafkaTransactions {
       : producer_(producer), transactional_id_(std::move(transactional_id)) {}
 
   TxnStatus Init(std::chrono::milliseconds timeout) override {
-    return Check(rd_kafka_init_transactions(rk(), TimeoutMs(timeout)),
-                 "initialising transactions");
+    return Check(rd_kafka_init_transactions(rk(), TimeoutMs(timeout)), "initialising transactions");
   }
   TxnStatus Begin() override {
     return Check(rd_kafka_begin_transaction(rk()), "beginning a transaction");
@@ -25,10 +24,9 @@ class RdKafkaTransactions final : public KafkaTransactions {
     if (sent.ok()) return TxnStatus::Ok();
     // Missing from the transaction, the offset record makes it uncommittable: abort, unless
     // the producer itself is gone.
-    return TxnStatus{sent,
-                     code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal
-                                                      : TxnErrorKind::kAbortable,
-                     code};
+    return TxnStatus{
+        sent, code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal : TxnErrorKind::kAbortable,
+        code};
   }
   TxnStatus Commit(std::chrono::milliseconds timeout, const std::string& operation) override {
     return Check(rd_kafka_commit_transaction(rk(), TimeoutMs(timeout)), operation);

@@ -22,7 +22,8 @@ Result<std::unique_ptr<rd_kafka_t, Deleter>> NewClient(
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char errstr[512];
   auto set = [&](const std::string& name, const std::string& value) -> Status {
-    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) != RD_KAFKA_CONF_OK)
+    if (rd_kafka_conf_set(conf, name.c_str(), value.c_str(), errstr, sizeof errstr) !=
+        RD_KAFKA_CONF_OK)
       // The value is not shown: it may be a secret.
       return Status::Config("kafka." + name + ": " + errstr);
     return Status::Ok();
@@ -52,43 +53,52 @@ int TimeoutMs(std::chrono::milliseconds timeout) {
 }
 
 // The partition count of `topic`; 0 when the topic does not exist.
-Result<int32_t> PartitionCount(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+Result<int32_t> PartitionCount(rd_kafka_t* rk, const std::string& topic,
+                               std::chrono::milliseconds timeout) {
   KafkaTopicPtr rkt(rd_kafka_topic_new(rk, topic.c_str(), nullptr));
-  if (!rkt) return Status::Kafka("offsets topic '" + topic + "': " + rd_kafka_err2str(rd_kafka_last_error()));
+  if (!rkt)
+    return Status::Kafka("offsets topic '" + topic +
+                         "': " + rd_kafka_err2str(rd_kafka_last_error()));
   const rd_kafka_metadata_t* raw = nullptr;
   const rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt.get(), &raw, TimeoutMs(timeout));
-  if (err) return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(err));
+  if (err)
+    return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(err));
   KafkaMetadataPtr metadata(raw);
   if (metadata->topic_cnt != 1) return int32_t{0};
   const rd_kafka_metadata_topic_t& t = metadata->topics[0];
   if (t.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART) return int32_t{0};
-  if (t.err) return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(t.err));
+  if (t.err)
+    return Status::Kafka("metadata of offsets topic '" + topic + "': " + rd_kafka_err2str(t.err));
   return static_cast<int32_t>(t.partition_cnt);
 }
 
 // The topic's cleanup.policy, as the broker reports it.
-Result<std::string> CleanupPolicy(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+Result<std::string> CleanupPolicy(rd_kafka_t* rk, const std::string& topic,
+                                  std::chrono::milliseconds timeout) {
   KafkaConfigResourcePtr resource(
       rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, topic.c_str()));
-  KafkaAdminOptionsPtr options(
-      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS));
+  KafkaAdminOptionsPtr options(rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS));
   char errstr[512];
-  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr,
+                                            sizeof errstr);
   KafkaQueuePtr queue(rd_kafka_queue_new(rk));
   rd_kafka_ConfigResource_t* resources[] = {resource.get()};
   rd_kafka_DescribeConfigs(rk, resources, 1, options.get(), queue.get());
   KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
   const std::string what = "describing offsets topic '" + topic + "'";
-  if (!event) return Status::Kafka(what + " timed out after " + std::to_string(timeout.count()) + " ms");
-  if (rd_kafka_event_error(event.get())) return Status::Kafka(what + ": " + rd_kafka_event_error_string(event.get()));
+  if (!event)
+    return Status::Kafka(what + " timed out after " + std::to_string(timeout.count()) + " ms");
+  if (rd_kafka_event_error(event.get()))
+    return Status::Kafka(what + ": " + rd_kafka_event_error_string(event.get()));
   size_t count = 0;
-  const rd_kafka_ConfigResource_t** described =
-      rd_kafka_DescribeConfigs_result_resources(rd_kafka_event_DescribeConfigs_result(event.get()), &count);
+  const rd_kafka_ConfigResource_t** described = rd_kafka_DescribeConfigs_result_resources(
+      rd_kafka_event_DescribeConfigs_result(event.get()), &count);
   for (size_t i = 0; i < count; ++i) {
     if (rd_kafka_ConfigResource_error(described[i]))
       return Status::Kafka(what + ": " + rd_kafka_ConfigResource_error_string(described[i]));
     size_t entries = 0;
-    const rd_kafka_ConfigEntry_t** configs = rd_kafka_ConfigResource_configs(described[i], &entries);
+    const rd_kafka_ConfigEntry_t** configs =
+        rd_kafka_ConfigResource_configs(described[i], &entries);
     for (size_t e = 0; e < entries; ++e)
       if (std::string_view(rd_kafka_ConfigEntry_name(configs[e])) == "cleanup.policy") {
         const char* value = rd_kafka_ConfigEntry_value(configs[e]);
@@ -100,13 +110,15 @@ Result<std::string> CleanupPolicy(rd_kafka_t* rk, const std::string& topic, std:
 
 // Connect refuses an offsets topic that is not compacted, and so does walrelay: deleting old
 // segments by time or size would delete the only copy of a connector's position.
-Status RequireCompacted(rd_kafka_t* rk, const std::string& topic, std::chrono::milliseconds timeout) {
+Status RequireCompacted(rd_kafka_t* rk, const std::string& topic,
+                        std::chrono::milliseconds timeout) {
   auto policy = CleanupPolicy(rk, topic, timeout);
   if (!policy.ok()) return policy.status();
   if (*policy == "compact") return Status::Ok();
-  return Status::Config("offsets.storage.topic '" + topic + "' has cleanup.policy=" + *policy +
-                        "; an offsets topic must have cleanup.policy=compact alone, or its records are "
-                        "deleted by age or size (alter the topic, or name another one)");
+  return Status::Config(
+      "offsets.storage.topic '" + topic + "' has cleanup.policy=" + *policy +
+      "; an offsets topic must have cleanup.policy=compact alone, or its records are "
+      "deleted by age or size (alter the topic, or name another one)");
 }
 
 // Creating a topic and describing its configuration go to the cluster's controller. A cluster
@@ -121,7 +133,8 @@ Status RequireController(rd_kafka_t* rk, const std::string& topic,
   KafkaMetadataPtr metadata(raw);
   for (int i = 0; i < metadata->broker_cnt; ++i)
     if (metadata->brokers[i].id == controller) return Status::Ok();
-  return Status::Precondition("offsets topic '" + topic + "' cannot be created or checked: the "
+  return Status::Precondition("offsets topic '" + topic +
+                              "' cannot be created or checked: the "
                               "cluster names no broker as its controller (librdkafka's mock "
                               "cluster does not)");
 }
@@ -135,16 +148,19 @@ struct Found {
 
 OffsetStore::OffsetStore(std::map<std::string, std::string> kafka_properties, std::string topic,
                          std::string key)
-    : kafka_properties_(std::move(kafka_properties)), topic_(std::move(topic)), key_(std::move(key)) {}
+    : kafka_properties_(std::move(kafka_properties)),
+      topic_(std::move(topic)),
+      key_(std::move(key)) {}
 
 Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication_factor,
                                          std::chrono::milliseconds timeout) const {
   if (partitions < 1)
-    return Status::Config("offsets.storage.partitions must be at least 1, not " + std::to_string(partitions));
+    return Status::Config("offsets.storage.partitions must be at least 1, not " +
+                          std::to_string(partitions));
   // A consumer-type handle: a producer's metadata request for a missing topic would have the
   // broker auto-create it, uncompacted, with the broker's partition count.
   auto client = NewClient<KafkaHandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
-                                         {{"allow.auto.create.topics", "false"}});
+                                              {{"allow.auto.create.topics", "false"}});
   if (!client.ok()) return client.status();
   rd_kafka_t* rk = client->get();
   auto existing = PartitionCount(rk, topic_, timeout);
@@ -161,19 +177,19 @@ Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication
   if (!new_topic) return Status::Config("offsets topic '" + topic_ + "': " + errstr);
   // Compacted like Connect's offsets topic: only the last offset of each key must survive.
   rd_kafka_NewTopic_set_config(new_topic.get(), "cleanup.policy", "compact");
-  KafkaAdminOptionsPtr options(
-      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
-  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr, sizeof errstr);
+  KafkaAdminOptionsPtr options(rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_CREATETOPICS));
+  rd_kafka_AdminOptions_set_request_timeout(options.get(), TimeoutMs(timeout), errstr,
+                                            sizeof errstr);
   KafkaQueuePtr queue(rd_kafka_queue_new(rk));
   rd_kafka_NewTopic_t* topics[] = {new_topic.get()};
   rd_kafka_CreateTopics(rk, topics, 1, options.get(), queue.get());
-  KafkaEventPtr event(
-      rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
+  KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), TimeoutMs(timeout) + 1000));
   if (!event)
     return Status::Kafka("creating offsets topic '" + topic_ + "' timed out after " +
                          std::to_string(timeout.count()) + " ms");
   if (rd_kafka_event_error(event.get()))
-    return Status::Kafka("creating offsets topic '" + topic_ + "': " + rd_kafka_event_error_string(event.get()));
+    return Status::Kafka("creating offsets topic '" + topic_ +
+                         "': " + rd_kafka_event_error_string(event.get()));
   size_t count = 0;
   const rd_kafka_topic_result_t** results =
       rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(event.get()), &count);
@@ -184,7 +200,8 @@ Result<int32_t> OffsetStore::EnsureTopic(int32_t partitions, int16_t replication
       const char* why = rd_kafka_topic_result_error_string(results[i]);
       return Status::Kafka("creating offsets topic '" + topic_ + "' (offsets.storage.partitions=" +
                            std::to_string(partitions) + ", offsets.storage.replication.factor=" +
-                           std::to_string(replication_factor) + "): " + (why ? why : rd_kafka_err2str(err)));
+                           std::to_string(replication_factor) +
+                           "): " + (why ? why : rd_kafka_err2str(err)));
     }
   }
   return partitions;
@@ -198,13 +215,13 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   const std::string group =
       "walrelay-offsets-reader-" + std::to_string(::getpid()) + "-" + std::to_string(readers++);
   auto client = NewClient<KafkaConsumerDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
-                                           {{"group.id", group},
-                                            {"isolation.level", "read_committed"},
-                                            {"enable.auto.commit", "false"},
-                                            {"enable.auto.offset.store", "false"},
-                                            {"enable.partition.eof", "true"},
-                                            {"allow.auto.create.topics", "false"},
-                                            {"auto.offset.reset", "earliest"}});
+                                                {{"group.id", group},
+                                                 {"isolation.level", "read_committed"},
+                                                 {"enable.auto.commit", "false"},
+                                                 {"enable.auto.offset.store", "false"},
+                                                 {"enable.partition.eof", "true"},
+                                                 {"allow.auto.create.topics", "false"},
+                                                 {"auto.offset.reset", "earliest"}});
   if (!client.ok()) return client.status();
   rd_kafka_t* rk = client->get();
   auto partitions = PartitionCount(rk, topic_, timeout);
@@ -217,9 +234,9 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   // offset record may lie past such a transaction: the read is complete only at these ends.
   // They are asked for by a read_uncommitted client: a read_committed one is told the last
   // stable offset again.
-  auto end_client = NewClient<KafkaHandleDeleter>(RD_KAFKA_CONSUMER, kafka_properties_,
-                                             {{"isolation.level", "read_uncommitted"},
-                                              {"allow.auto.create.topics", "false"}});
+  auto end_client = NewClient<KafkaHandleDeleter>(
+      RD_KAFKA_CONSUMER, kafka_properties_,
+      {{"isolation.level", "read_uncommitted"}, {"allow.auto.create.topics", "false"}});
   if (!end_client.ok()) return end_client.status();
   std::map<int32_t, int64_t> end_at_start;
   for (int32_t p = 0; p < *partitions; ++p) {
@@ -257,12 +274,12 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
       std::string behind;
       for (const auto& [p, end] : end_at_start)
         if (!complete(p))
-          behind += (behind.empty() ? "" : ", ") + std::string("partition ") +
-                    std::to_string(p) + " at offset " + std::to_string(position[p]) +
-                    " of " + std::to_string(end);
+          behind += (behind.empty() ? "" : ", ") + std::string("partition ") + std::to_string(p) +
+                    " at offset " + std::to_string(position[p]) + " of " + std::to_string(end);
       return Status::Kafka(
           "reading offsets topic '" + topic_ + "' to its end timed out after " +
-          std::to_string(timeout.count()) + " ms (" + behind + "): a transaction that another "
+          std::to_string(timeout.count()) + " ms (" + behind +
+          "): a transaction that another "
           "producer keeps open on the topic hides the records after it from read_committed "
           "readers, so this relay's newest position may not be readable yet; it is not started "
           "from an older one. Give each connector its own offsets.storage.topic");
@@ -280,9 +297,9 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
       return Status::Kafka("reading offsets topic '" + topic_ + "' partition " +
                            std::to_string(m->partition) + ": " + rd_kafka_message_errstr(m.get()));
     position[m->partition] = std::max(position[m->partition], m->offset + 1);
-    const std::string_view key = m->key ? std::string_view(static_cast<const char*>(m->key),
-                                                           m->key_len)
-                                        : std::string_view();
+    const std::string_view key =
+        m->key ? std::string_view(static_cast<const char*>(m->key), m->key_len)
+               : std::string_view();
     if (key != key_) {
       if (foreign_keys.size() < 5) foreign_keys.emplace(key);
       continue;
@@ -323,9 +340,9 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
   return newest->offset;
 }
 
-Result<std::optional<SourceOffset>> OffsetStore::ReadLastFrom(const std::string& system_identifier,
-                                                              const std::string& slot,
-                                                              std::chrono::milliseconds timeout) const {
+Result<std::optional<SourceOffset>> OffsetStore::ReadLastFrom(
+    const std::string& system_identifier, const std::string& slot,
+    std::chrono::milliseconds timeout) const {
   auto last = ReadLast(timeout);
   if (!last.ok() || !*last) return last;
   if (Status foreign = CheckOffsetOrigin(**last, system_identifier, slot); !foreign.ok())

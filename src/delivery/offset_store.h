@@ -45,7 +45,8 @@ class OffsetStore {
  public:
   // `kafka_properties` are librdkafka client properties (bootstrap.servers, security); `key`
   // is SourceOffsetKey() of the connector.
-  OffsetStore(std::map<std::string, std::string> kafka_properties, std::string topic, std::string key);
+  OffsetStore(std::map<std::string, std::string> kafka_properties, std::string topic,
+              std::string key);
 
   Result<int32_t> EnsureTopic(int32_t partitions, int16_t replication_factor,
                               std::chrono::milliseconds timeout) const;

@@ -31,8 +31,8 @@ Result<std::unique_ptr<OffsetWriter>> OffsetWriter::Create(
 OffsetWriter::~OffsetWriter() {
   if (!producer_) return;
   if (pending_ && *pending_ != written_position_) Write(*pending_);
-  const rd_kafka_resp_err_t err = rd_kafka_flush(
-      producer_->native_handle(), static_cast<int>(kFlushOnClose.count()));
+  const rd_kafka_resp_err_t err =
+      rd_kafka_flush(producer_->native_handle(), static_cast<int>(kFlushOnClose.count()));
   producer_->Poll();
   if (err)
     spdlog::warn("offsets topic '{}': the last position (LSN {}) was not acknowledged within {} "

@@ -29,8 +29,8 @@
 #include "common/lsn.h"
 #include "common/status.h"
 #include "delivery/offset_store.h"
-#include "delivery/source_offsets.h"
 #include "delivery/producer.h"
+#include "delivery/source_offsets.h"
 
 namespace walrelay {
 

@@ -7,8 +7,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -66,8 +66,8 @@ std::optional<Status> ClassifyProducerError(rd_kafka_t* rk, rd_kafka_resp_err_t 
                                 "commits nothing more and stops (") +
                         cause_text + ")");
     }
-    return Status::Kafka(std::string("librdkafka fatal error ") + rd_kafka_err2name(cause) +
-                         ": " + cause_text +
+    return Status::Kafka(std::string("librdkafka fatal error ") + rd_kafka_err2name(cause) + ": " +
+                         cause_text +
                          "; the producer cannot go on. With kafka.enable.idempotence=true (the "
                          "default) the brokers must support idempotent producers and grant the "
                          "principal IDEMPOTENT_WRITE; see the broker's log");
@@ -116,8 +116,7 @@ std::string DeliveryErrorText(rd_kafka_resp_err_t error) {
                     "the broker's log)";
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:
       return text + " (the principal may not write to the topic: grant WRITE on it)";
-    default:
-      return text;
+    default: return text;
   }
 }
 
@@ -134,16 +133,14 @@ bool IsRecordSpecificError(rd_kafka_resp_err_t error) {
     // The record outlived errors.retry.timeout: the operator set that bound so that a record
     // Kafka keeps refusing is given up under errors.tolerance=all (the config refuses
     // kafka.message.timeout.ms with errors.tolerance=all so that this happens only then).
-    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT:
-      return true;
+    case RD_KAFKA_RESP_ERR__MSG_TIMED_OUT: return true;
     // Everything else says nothing about the record itself: a fatal or state error stops the
     // whole producer (__FATAL, __STATE, the idempotent producer's sequence errors); a missing
     // or forbidden topic (UNKNOWN_TOPIC_OR_PART, __UNKNOWN_TOPIC, TOPIC_AUTHORIZATION_FAILED)
     // refuses every later record for it too; a purge we did not ask for (__PURGE_QUEUE,
     // __PURGE_INFLIGHT) follows a producer-wide failure. Codes not listed are unknown here,
     // and an unknown cause must not let the slot move past the record.
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -182,7 +179,8 @@ class KafkaProducer::MetadataPrefetcher {
       lock.unlock();
       KafkaTopicPtr rkt(rd_kafka_topic_new(rk_, topic.c_str(), nullptr));
       const rd_kafka_metadata_t* md = nullptr;
-      if (rkt && rd_kafka_metadata(rk_, 0, rkt.get(), &md, kTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (rkt &&
+          rd_kafka_metadata(rk_, 0, rkt.get(), &md, kTimeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         rd_kafka_metadata_destroy(md);
       }
       lock.lock();
@@ -211,9 +209,11 @@ rd_kafka_topic_t* KafkaProducer::TopicHandle(const std::string& name) {
 
 std::string DescribeRecord(const Record& record) {
   std::string out;
-  if (const Header* id = record.FindHeader("id"); id && id->value) out = "event id " + *id->value + " ";
+  if (const Header* id = record.FindHeader("id"); id && id->value)
+    out = "event id " + *id->value + " ";
   out += "(topic '" + record.topic + "', key " +
-         (record.key ? "'" + Printable(record.key->data(), record.key->size()) + "'" : "null") + ")";
+         (record.key ? "'" + Printable(record.key->data(), record.key->size()) + "'" : "null") +
+         ")";
   return out;
 }
 
@@ -282,7 +282,8 @@ KafkaProducer::~KafkaProducer() {
   if (event_write_fd_ >= 0) close(event_write_fd_);
 }
 
-Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* error_code) {
+Status KafkaProducer::Produce(const Record& record, uint64_t ticket,
+                              rd_kafka_resp_err_t* error_code) {
   // librdkafka sends any name; refusing here fails the record the same way on every broker.
   // A topic with a handle passed this check when its handle was made: checking each record's
   // name again cost more than the lookup.
@@ -306,7 +307,8 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
   const size_t key_size = record.key ? record.key->size() : 0;
   void* value_data = record.value ? const_cast<char*>(record.value->data()) : nullptr;
   const size_t value_size = record.value ? record.value->size() : 0;
-  const int32_t partition = record.partition == kAnyPartition ? RD_KAFKA_PARTITION_UA : record.partition;
+  const int32_t partition =
+      record.partition == kAnyPartition ? RD_KAFKA_PARTITION_UA : record.partition;
   void* opaque = reinterpret_cast<void*>(static_cast<uintptr_t>(ticket));
   rd_kafka_topic_t* rkt = known != topics_.end() ? known->second.get() : TopicHandle(record.topic);
   if (!rkt) {
@@ -315,11 +317,10 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket, rd_kafka_re
                          rd_kafka_err2str(rd_kafka_last_error()));
   }
   const rd_kafka_resp_err_t err = rd_kafka_producev(
-      rk_.get(), RD_KAFKA_V_RKT(rkt),
-      RD_KAFKA_V_PARTITION(partition), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-      RD_KAFKA_V_KEY(key_data, key_size), RD_KAFKA_V_VALUE(value_data, value_size),
-      RD_KAFKA_V_TIMESTAMP(record.timestamp_ms), RD_KAFKA_V_HEADERS(headers.get()),
-      RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
+      rk_.get(), RD_KAFKA_V_RKT(rkt), RD_KAFKA_V_PARTITION(partition),
+      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_KEY(key_data, key_size),
+      RD_KAFKA_V_VALUE(value_data, value_size), RD_KAFKA_V_TIMESTAMP(record.timestamp_ms),
+      RD_KAFKA_V_HEADERS(headers.get()), RD_KAFKA_V_OPAQUE(opaque), RD_KAFKA_V_END);
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     headers.release();  // librdkafka owns them now
     return Status::Ok();
@@ -371,8 +372,8 @@ void KafkaProducer::ReportCallbackException(const char* serving, const char* wha
 
 void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
   if (m->err) ReportFatalErrorFirst(rk);
-  DeliveryReport report{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {},
-                        {}};
+  DeliveryReport report{
+      static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {}, {}};
   if (report.ticket == kNoReport) return;
   if (m->err) {
     std::string id;
@@ -396,13 +397,12 @@ void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
       const char* name = nullptr;
       const void* value = nullptr;
       size_t size = 0;
-      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &name, &value, &size) ==
-                         RD_KAFKA_RESP_ERR_NO_ERROR;
+      for (size_t i = 0;
+           rd_kafka_header_get_all(hdrs, i, &name, &value, &size) == RD_KAFKA_RESP_ERR_NO_ERROR;
            ++i) {
-        failed.headers.push_back(
-            Header{name, value ? std::optional<std::string>(std::string(
-                                     static_cast<const char*>(value), size))
-                               : std::nullopt});
+        failed.headers.push_back(Header{name, value ? std::optional<std::string>(std::string(
+                                                          static_cast<const char*>(value), size))
+                                                    : std::nullopt});
       }
     }
   }
@@ -413,7 +413,8 @@ void KafkaProducer::ServeError(rd_kafka_t* rk, int err, const char* reason) {
   std::string text = reason ? reason : "";
   // librdkafka does not put configured secrets in its errors; a broker's text might echo one.
   for (const auto& secret : secrets_) {
-    for (size_t pos; (pos = text.find(secret)) != std::string::npos;) text.replace(pos, secret.size(), "[hidden]");
+    for (size_t pos; (pos = text.find(secret)) != std::string::npos;)
+      text.replace(pos, secret.size(), "[hidden]");
   }
   const auto code = static_cast<rd_kafka_resp_err_t>(err);
   std::optional<Status> failure = ClassifyProducerError(rk, code, text);
@@ -455,8 +456,9 @@ Result<std::string> KafkaProducer::CheckBrokers(int timeout_ms) {
   if (err) {
     Poll();  // serves the error callback, which may say why
     if (!failure_.ok()) return failure_;
-    return Status::Kafka(std::string("no answer from the brokers in 'kafka.bootstrap.servers' within ") +
-                         std::to_string(timeout_ms) + " ms: " + rd_kafka_err2str(err));
+    return Status::Kafka(
+        std::string("no answer from the brokers in 'kafka.bootstrap.servers' within ") +
+        std::to_string(timeout_ms) + " ms: " + rd_kafka_err2str(err));
   }
   std::string out = std::to_string(md->broker_cnt) + " broker(s) reachable";
   rd_kafka_metadata_destroy(md);

@@ -34,9 +34,9 @@ Result<std::unique_ptr<RecordPipeline>> RecordPipeline::Create(
     RelayCounters& counters, FailureHandler on_failure) {
   auto converters = Converters::Build(settings.properties);
   if (!converters.ok()) return converters.status();
-  std::unique_ptr<RecordPipeline> pipeline(
-      new RecordPipeline(settings, sink, std::move(guarantee), counters, std::move(on_failure),
-                         std::move(converters).value()));
+  std::unique_ptr<RecordPipeline> pipeline(new RecordPipeline(settings, sink, std::move(guarantee),
+                                                              counters, std::move(on_failure),
+                                                              std::move(converters).value()));
   auto chain = TransformChain::Build(settings.properties, pipeline->source_context_);
   if (!chain.ok()) return chain.status();
   pipeline->chain_.emplace(std::move(chain).value());
@@ -52,9 +52,8 @@ RecordPipeline::RecordPipeline(const RelaySettings& settings, RecordSink& sink,
       guarantee_(std::move(guarantee)),
       on_failure_(std::move(on_failure)),
       converters_(std::move(converters)),
-      dispatcher_(sink, counters, [this](Dispatcher::Refusal& refusal) {
-        return OnRefused(refusal);
-      }) {
+      dispatcher_(sink, counters,
+                  [this](Dispatcher::Refusal& refusal) { return OnRefused(refusal); }) {
   source_context_.topic_prefix = settings_.topic_prefix;
   source_context_.database = settings_.dbname;
   source_context_.connector_name = settings_.name;
@@ -120,12 +119,9 @@ Status RecordPipeline::Handle(const DecodedMessage& decoded) {
     case MessageKind::kCommit:
       dispatcher_.ledger().CommitTransaction(decoded.commit.end_lsn);
       return guarantee_->SourceCommitted(decoded.commit, !dispatcher_.holding());
-    case MessageKind::kMessage:
-      return HandleLogicalMessage(decoded.message);
-    case MessageKind::kChange:
-      return HandleChange(decoded.change);
-    case MessageKind::kExcludedChange:
-      return Status::Ok();
+    case MessageKind::kMessage: return HandleLogicalMessage(decoded.message);
+    case MessageKind::kChange: return HandleChange(decoded.change);
+    case MessageKind::kExcludedChange: return Status::Ok();
   }
   return Status::Ok();
 }
@@ -221,8 +217,8 @@ Status RecordPipeline::Relay(Record record, const std::function<Record()>& origi
   if (!outcome.ok()) {
     const Header* id = record.FindHeader("id");
     const std::string event = id && id->value ? " (event id " + *id->value + ")" : "";
-    FailureContext failure{"TRANSFORMATION", "transform chain", "walrelay.TransformError",
-                           outcome.status().message(), settings_.name, record.source.lsn,
+    FailureContext failure{"TRANSFORMATION",           "transform chain", "walrelay.TransformError",
+                           outcome.status().message(), settings_.name,    record.source.lsn,
                            OriginLabel(record.source)};
     return ApplyErrorPolicy(original(), failure,
                             outcome.status().WithContext(DescribeOrigin(record.source) + event +
@@ -239,9 +235,12 @@ Status RecordPipeline::Relay(Record record, const std::function<Record()>& origi
   record.message = nullptr;
   if (auto failure = converters_.Apply(record)) {
     // The dead letter keeps walrelay's own bytes: the record as it was before conversion.
-    FailureContext context{failure->stage, failure->class_name,
+    FailureContext context{failure->stage,
+                           failure->class_name,
                            "org.apache.kafka.connect.errors.DataException",
-                           failure->status.message(), settings_.name, record.source.lsn,
+                           failure->status.message(),
+                           settings_.name,
+                           record.source.lsn,
                            OriginLabel(record.source)};
     return ApplyErrorPolicy(record, context, failure->status, std::nullopt);
   }
@@ -252,12 +251,13 @@ void RecordPipeline::SetChangeEventShapes(Record& record) const {
   // Structs, described by Debezium's schemas; a tombstone has none. The schemas are only
   // built when a converter writes them: otherwise only their absence matters (a null key).
   const bool schemas = converters_.WritesSchemas();
-  record.key_shape = ConnectShape{
-      ConnectType::kStruct, schemas ? ChangeEventKeySchemaJson(*record.change, source_context_) : ""};
-  record.value_shape = ConnectShape{
-      ConnectType::kStruct, schemas && !record.source.tombstone
-                                ? ChangeEventSchemaJson(*record.change, source_context_)
-                                : ""};
+  record.key_shape =
+      ConnectShape{ConnectType::kStruct,
+                   schemas ? ChangeEventKeySchemaJson(*record.change, source_context_) : ""};
+  record.value_shape = ConnectShape{ConnectType::kStruct,
+                                    schemas && !record.source.tombstone
+                                        ? ChangeEventSchemaJson(*record.change, source_context_)
+                                        : ""};
 }
 
 Status RecordPipeline::Produce(Record& record) {
@@ -326,9 +326,12 @@ Status RecordPipeline::OnRefused(Dispatcher::Refusal& refusal) {
     }
     return Status::Kafka(refusal.error.message() + StaysConfirmed(lsn));
   }
-  FailureContext failure{"KAFKA_PRODUCE", "librdkafka", rd_kafka_err2name(refusal.code),
+  FailureContext failure{"KAFKA_PRODUCE",
+                         "librdkafka",
+                         rd_kafka_err2name(refusal.code),
                          refusal.sent ? DeliveryErrorText(refusal.code) : refusal.error.message(),
-                         settings_.name, lsn,
+                         settings_.name,
+                         lsn,
                          source ? source->table : OriginLabel(refusal.record.source)};
   Status context = refusal.sent ? refusal.error
                                 : refusal.error.WithContext(DescribeOrigin(refusal.record.source) +
@@ -371,9 +374,7 @@ bool RecordPipeline::Backpressured() const {
 
 // --- Positions -----------------------------------------------------------------------------
 
-Lsn RecordPipeline::Confirmable() const {
-  return guarantee_->Confirmable(ledger().confirmable());
-}
+Lsn RecordPipeline::Confirmable() const { return guarantee_->Confirmable(ledger().confirmable()); }
 
 Lsn RecordPipeline::FlushPosition() const {
   // Never below the slot's position as read at connect: the server has that already, and a

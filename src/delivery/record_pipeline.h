@@ -79,9 +79,8 @@ class RecordPipeline {
 
   // Builds the converters and the transform chain from `settings` (errors name the key).
   static Result<std::unique_ptr<RecordPipeline>> Create(
-      const RelaySettings& settings, RecordSink& sink,
-      std::unique_ptr<DeliveryGuarantee> guarantee, RelayCounters& counters,
-      FailureHandler on_failure);
+      const RelaySettings& settings, RecordSink& sink, std::unique_ptr<DeliveryGuarantee> guarantee,
+      RelayCounters& counters, FailureHandler on_failure);
   RecordPipeline(const RecordPipeline&) = delete;
   RecordPipeline& operator=(const RecordPipeline&) = delete;
 

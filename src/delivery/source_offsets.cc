@@ -33,7 +33,8 @@ Result<Lsn> ReadLsn(const rapidjson::Value& object, const char* name) {
   const auto it = object.FindMember(name);
   if (it == object.MemberEnd()) return Status::Decode(std::string("offset lacks \"") + name + "\"");
   if (!it->value.IsUint64())
-    return Status::Decode(std::string("offset member \"") + name + "\" is not a non-negative integer");
+    return Status::Decode(std::string("offset member \"") + name +
+                          "\" is not a non-negative integer");
   return Lsn(it->value.GetUint64());
 }
 
@@ -94,12 +95,14 @@ Result<SourceOffset> ParseSourceOffset(std::string_view json) {
   offset.ts_usec = *ts_usec;
   if (const auto it = doc.FindMember(kSystemIdentifier); it != doc.MemberEnd()) {
     if (!it->value.IsString())
-      return Status::Decode(std::string("offset member \"") + kSystemIdentifier + "\" is not a string");
+      return Status::Decode(std::string("offset member \"") + kSystemIdentifier +
+                            "\" is not a string");
     offset.system_identifier = it->value.GetString();
   }
   if (const auto it = doc.FindMember(kTimeline); it != doc.MemberEnd()) {
     if (!it->value.IsUint())
-      return Status::Decode(std::string("offset member \"") + kTimeline + "\" is not a timeline number");
+      return Status::Decode(std::string("offset member \"") + kTimeline +
+                            "\" is not a timeline number");
     offset.timeline = it->value.GetUint();
   }
   if (const auto it = doc.FindMember(kSlot); it != doc.MemberEnd()) {
@@ -115,16 +118,16 @@ Status CheckOffsetOrigin(const SourceOffset& offset, const std::string& system_i
   const std::string stored_server =
       offset.system_identifier.empty() ? "no system identifier" : offset.system_identifier;
   if (offset.system_identifier != system_identifier)
-    return Status(
-        ErrorCode::kOffsetMismatch,
-        "the stored offset (commit LSN " + offset.lsn_commit.ToString() + ") is from server " +
-        stored_server + ", but this server's system identifier is " + system_identifier +
-        ": refusing to skip source transactions on another server's position");
+    return Status(ErrorCode::kOffsetMismatch,
+                  "the stored offset (commit LSN " + offset.lsn_commit.ToString() +
+                      ") is from server " + stored_server +
+                      ", but this server's system identifier is " + system_identifier +
+                      ": refusing to skip source transactions on another server's position");
   if (offset.slot != slot)
     return Status(ErrorCode::kOffsetMismatch,
                   "the stored offset (commit LSN " + offset.lsn_commit.ToString() +
-                                ") is from slot '" + offset.slot + "', but this relay streams from slot '" +
-                                slot + "': refusing to skip source transactions on another slot's position");
+                      ") is from slot '" + offset.slot + "', but this relay streams from slot '" +
+                      slot + "': refusing to skip source transactions on another slot's position");
   return Status::Ok();
 }
 

@@ -36,8 +36,8 @@ struct SourceIdentity {
 };
 
 struct SourceOffset {
-  Lsn lsn;         // Debezium `lsn`: the last source position included
-  Lsn lsn_commit;  // Debezium `lsn_commit`: commit LSN of the last whole source transaction
+  Lsn lsn;              // Debezium `lsn`: the last source position included
+  Lsn lsn_commit;       // Debezium `lsn_commit`: commit LSN of the last whole source transaction
   int64_t tx_id = 0;    // `txId`: its transaction id
   int64_t ts_usec = 0;  // `ts_usec`: its commit time, microseconds since the Unix epoch
   std::string system_identifier;  // `walrelay_system_identifier`: the server's, as text

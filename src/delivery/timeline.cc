@@ -63,8 +63,10 @@ Result<TimelinePlacement> PlaceOnTimeline(Lsn stored, uint32_t stored_timeline,
   }
   return Status(ErrorCode::kOffsetMismatch,
                 "the stored position " + stored.ToString() + " is on timeline " +
-                    std::to_string(stored_timeline) + ", which is not in the history of the "
-                    "server's timeline " + std::to_string(server_timeline) +
+                    std::to_string(stored_timeline) +
+                    ", which is not in the history of the "
+                    "server's timeline " +
+                    std::to_string(server_timeline) +
                     " (a server that did not descend from the one streamed from, such as an old "
                     "primary back after its standby was promoted)");
 }

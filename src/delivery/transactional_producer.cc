@@ -79,9 +79,10 @@ TxnStatus TxnStatusFromError(rd_kafka_t* rk, rd_kafka_error_t* raw,
   result.code = code;
   result.kind = ClassifyTxnError(code, fatal, rd_kafka_error_txn_requires_abort(error.get()),
                                  rd_kafka_error_is_retriable(error.get()));
-  result.status = Status(result.kind == TxnErrorKind::kFenced ? ErrorCode::kKafkaFenced : ErrorCode::kKafka,
-                         "transactional.id '" + transactional_id + "': " + operation + " failed (" +
-                             TxnErrorKindName(result.kind) + "): " + rd_kafka_err2name(code) + ": " + text);
+  result.status =
+      Status(result.kind == TxnErrorKind::kFenced ? ErrorCode::kKafkaFenced : ErrorCode::kKafka,
+             "transactional.id '" + transactional_id + "': " + operation + " failed (" +
+                 TxnErrorKindName(result.kind) + "): " + rd_kafka_err2name(code) + ": " + text);
   return result;
 }
 
@@ -92,24 +93,29 @@ TxnStatus TransactionalProducer::FromProduceCode(rd_kafka_resp_err_t code, const
     char reason[512];
     result.code = rd_kafka_fatal_error(producer_->native_handle(), reason, sizeof reason);
     result.kind = ClassifyTxnError(result.code, true, false, false);
-    result.status = Status::Kafka("transactional.id '" + transactional_id_ + "': " + status.message() +
-                                  " (" + TxnErrorKindName(result.kind) + "): " + reason);
+    result.status =
+        Status::Kafka("transactional.id '" + transactional_id_ + "': " + status.message() + " (" +
+                      TxnErrorKindName(result.kind) + "): " + reason);
     return result;
   }
   // A record refused before it was sent is missing from the transaction: the transaction no
   // longer holds whole source transactions, so it must be aborted; a full queue only has to wait.
-  result.kind = code == RD_KAFKA_RESP_ERR__QUEUE_FULL ? TxnErrorKind::kRetriable : TxnErrorKind::kAbortable;
-  result.status = Status::Kafka("transactional.id '" + transactional_id_ + "': " + status.message() +
-                                " (" + TxnErrorKindName(result.kind) + ")");
+  result.kind =
+      code == RD_KAFKA_RESP_ERR__QUEUE_FULL ? TxnErrorKind::kRetriable : TxnErrorKind::kAbortable;
+  result.status =
+      Status::Kafka("transactional.id '" + transactional_id_ + "': " + status.message() + " (" +
+                    TxnErrorKindName(result.kind) + ")");
   return result;
 }
 
 TxnStatus TransactionalProducer::InitTransactions(std::chrono::milliseconds timeout) {
-  return FromError(rd_kafka_init_transactions(producer_->native_handle(), TimeoutMs(timeout)), "initialising transactions");
+  return FromError(rd_kafka_init_transactions(producer_->native_handle(), TimeoutMs(timeout)),
+                   "initialising transactions");
 }
 
 TxnStatus TransactionalProducer::Begin() {
-  return FromError(rd_kafka_begin_transaction(producer_->native_handle()), "beginning a transaction");
+  return FromError(rd_kafka_begin_transaction(producer_->native_handle()),
+                   "beginning a transaction");
 }
 
 TxnStatus TransactionalProducer::ProduceWithTicket(const Record& record, uint64_t ticket) {
@@ -134,22 +140,25 @@ TxnStatus TransactionalProducer::Flush(std::chrono::milliseconds timeout) {
   TxnStatus result;
   result.code = err;
   result.kind = TxnErrorKind::kRetriable;
-  result.status = Status::Kafka("transactional.id '" + transactional_id_ + "': flushing: " +
-                                std::to_string(rd_kafka_outq_len(producer_->native_handle())) + " record(s) still unacknowledged after " +
-                                std::to_string(timeout.count()) + " ms");
+  result.status = Status::Kafka(
+      "transactional.id '" + transactional_id_ +
+      "': flushing: " + std::to_string(rd_kafka_outq_len(producer_->native_handle())) +
+      " record(s) still unacknowledged after " + std::to_string(timeout.count()) + " ms");
   return result;
 }
 
 TxnStatus TransactionalProducer::Commit(std::chrono::milliseconds timeout) {
-  TxnStatus result = FromError(rd_kafka_commit_transaction(producer_->native_handle(), TimeoutMs(timeout)),
-                               "committing the transaction");
+  TxnStatus result =
+      FromError(rd_kafka_commit_transaction(producer_->native_handle(), TimeoutMs(timeout)),
+                "committing the transaction");
   Poll();  // the reports of the records the commit flushed
   return result;
 }
 
 TxnStatus TransactionalProducer::Abort(std::chrono::milliseconds timeout) {
-  TxnStatus result = FromError(rd_kafka_abort_transaction(producer_->native_handle(), TimeoutMs(timeout)),
-                               "aborting the transaction");
+  TxnStatus result =
+      FromError(rd_kafka_abort_transaction(producer_->native_handle(), TimeoutMs(timeout)),
+                "aborting the transaction");
   Poll();
   return result;
 }

@@ -30,7 +30,9 @@ bool Accepts(int port) {
   return ok;
 }
 
-std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() > n ? s.substr(s.size() - n) : s;
+}
 
 }  // namespace
 
@@ -71,10 +73,10 @@ Result<std::unique_ptr<DynaliteSandbox>> DynaliteSandbox::Start() {
   for (int round = 0; round < 3; ++round) {
     auto port = PickFreePort();
     if (!port.ok()) return port.status();
-    auto child = ChildProcess::Spawn({"node", package + "/cli.js", "--host", "127.0.0.1",
-                                      "--port", std::to_string(*port), "--createTableMs", "0",
-                                      "--deleteTableMs", "0", "--updateTableMs", "0"},
-                                     sb->log_path_);
+    auto child = ChildProcess::Spawn(
+        {"node", package + "/cli.js", "--host", "127.0.0.1", "--port", std::to_string(*port),
+         "--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"},
+        sb->log_path_);
     if (!child.ok())
       return Status::Precondition(child.status().message() +
                                   " (install nodejs: scripts/install-deps.sh)");

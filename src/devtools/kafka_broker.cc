@@ -128,11 +128,10 @@ std::vector<std::string> KafkaBroker::JavaCommand(const Node& nd,
   std::vector<std::string> argv;
   // The broker must not outlive the process that owns it, even one killed with SIGKILL.
   if (fs::exists("/usr/bin/setpriv")) argv = {"/usr/bin/setpriv", "--pdeathsig", "KILL", "--"};
-  argv.insert(argv.end(),
-              {java_, "-Xms128m", "-Xmx" + max_heap_, "-XX:+UseG1GC",
-               "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-               "-Dlog4j.configuration=file:" + nd.dir + "/log4j.properties", "-cp",
-               libs_dir_ + "/*", main_class});
+  argv.insert(argv.end(), {java_, "-Xms128m", "-Xmx" + max_heap_, "-XX:+UseG1GC",
+                           "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+                           "-Dlog4j.configuration=file:" + nd.dir + "/log4j.properties", "-cp",
+                           libs_dir_ + "/*", main_class});
   return argv;
 }
 
@@ -341,8 +340,8 @@ Result<std::unique_ptr<KafkaBroker>> KafkaBroker::Start(const KafkaBrokerOptions
       broker->security_.sasl_ssl_bootstrap = "127.0.0.1:" + std::to_string(nd.sasl_ssl_port);
       broker->security_.mtls_bootstrap = "127.0.0.1:" + std::to_string(nd.mtls_port);
     }
-    voters += (voters.empty() ? "" : ",") + std::to_string(id) + "@127.0.0.1:" +
-              std::to_string(nd.controller_port);
+    voters += (voters.empty() ? "" : ",") + std::to_string(id) +
+              "@127.0.0.1:" + std::to_string(nd.controller_port);
     broker->bootstrap_servers_ += (broker->bootstrap_servers_.empty() ? "" : ",") +
                                   std::string("127.0.0.1:") + std::to_string(nd.port);
     broker->nodes_.push_back(std::move(nd));
@@ -393,8 +392,8 @@ Status KafkaBroker::CreateTopic(const std::string& topic, int partitions, int re
   auto rk = AdminHandle(bootstrap_servers_);
   if (!rk.ok()) return rk.status();
   char errstr[256];
-  rd_kafka_NewTopic_t* new_topic = rd_kafka_NewTopic_new(topic.c_str(), partitions,
-                                                         replication_factor, errstr, sizeof errstr);
+  rd_kafka_NewTopic_t* new_topic =
+      rd_kafka_NewTopic_new(topic.c_str(), partitions, replication_factor, errstr, sizeof errstr);
   if (!new_topic) return Status::Internal("topic '" + topic + "': " + errstr);
   KafkaNewTopicPtr owned_topic(new_topic);
   for (const auto& [key, value] : configs)
@@ -404,7 +403,8 @@ Status KafkaBroker::CreateTopic(const std::string& topic, int partitions, int re
   KafkaEventPtr event(rd_kafka_queue_poll(queue.get(), 30000));
   if (!event) return Status::Kafka("CreateTopics for '" + topic + "' got no answer in 30 s");
   if (rd_kafka_event_error(event.get()))
-    return Status::Kafka("CreateTopics '" + topic + "': " + rd_kafka_event_error_string(event.get()));
+    return Status::Kafka("CreateTopics '" + topic +
+                         "': " + rd_kafka_event_error_string(event.get()));
   const rd_kafka_CreateTopics_result_t* result = rd_kafka_event_CreateTopics_result(event.get());
   size_t count = 0;
   const rd_kafka_topic_result_t** results = rd_kafka_CreateTopics_result_topics(result, &count);

@@ -54,8 +54,8 @@ struct KafkaSecurity {
   std::string mtls_bootstrap;      // SSL with a client certificate required
   std::string ca_pem;              // CA that signed the broker's and the client's certificates
   std::string client_cert_pem;
-  std::string client_key_pem;      // unencrypted
-  std::string untrusted_ca_pem;    // a CA that signed nothing here
+  std::string client_key_pem;             // unencrypted
+  std::string untrusted_ca_pem;           // a CA that signed nothing here
   std::string untrusted_client_cert_pem;  // signed by untrusted_ca_pem
   std::string untrusted_client_key_pem;
   std::string sasl_username;

@@ -48,9 +48,8 @@ std::vector<int> VersionParts(const std::string& v) {
   std::vector<int> parts;
   std::istringstream in(v);
   for (std::string p; std::getline(in, p, '.');) {
-    if (p.empty() || !std::all_of(p.begin(), p.end(), [](unsigned char c) {
-          return std::isdigit(c);
-        }))
+    if (p.empty() ||
+        !std::all_of(p.begin(), p.end(), [](unsigned char c) { return std::isdigit(c); }))
       break;
     parts.push_back(std::stoi(p.substr(0, 6)));
   }
@@ -170,8 +169,8 @@ Result<std::string> MirrorForPostgres(const std::string& bin_dir, uid_t uid, gid
     // Another process finished the same mirror first (or a stale one is in the way).
     fs::remove_all(staging, ec);
     if (ReadFile(marker.string()) != tree.string())
-      return Status::Internal("cannot install " + target.string() + " (remove it): " +
-                              std::strerror(errno));
+      return Status::Internal("cannot install " + target.string() +
+                              " (remove it): " + std::strerror(errno));
   }
   return (target / "bin").string();
 }
@@ -209,10 +208,8 @@ Result<std::string> MakeBaseDir(bool as_root, uid_t pg_uid, gid_t pg_gid) {
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
+    if (c == '\'') out += "'\\''";
+    else out += c;
   }
   return out + "'";
 }
@@ -556,7 +553,7 @@ namespace {
 // slots, which the standby gets by streaming and by slot synchronization instead.
 bool SkipFile(const std::string& rel) {
   static const char* const kSkip[] = {"postmaster.pid", "postmaster.opts", "backup_label",
-                                      "tablespace_map", "standby.signal", "recovery.signal"};
+                                      "tablespace_map", "standby.signal",  "recovery.signal"};
   for (const char* k : kSkip)
     if (rel == k) return true;
   const std::string name = fs::path(rel).filename().string();
@@ -564,9 +561,8 @@ bool SkipFile(const std::string& rel) {
 }
 
 bool EmptyDirInCopy(const std::string& rel, bool copy_wal) {
-  static const char* const kEmpty[] = {"pg_replslot", "pg_stat_tmp", "pg_dynshmem",
-                                       "pg_notify",   "pg_serial",   "pg_snapshots",
-                                       "pg_subtrans"};
+  static const char* const kEmpty[] = {"pg_replslot", "pg_stat_tmp",  "pg_dynshmem", "pg_notify",
+                                       "pg_serial",   "pg_snapshots", "pg_subtrans"};
   for (const char* k : kEmpty)
     if (rel == k) return true;
   return rel == "pg_wal" && !copy_wal;
@@ -620,9 +616,8 @@ Status PgSandbox::CopyDataDirFrom(const PgSandbox& primary, bool copy_wal) {
 
 Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOptions& opts) {
   if (!running_) return Status::Precondition("StartStandby needs a running primary sandbox");
-  if (opts.slot_name.empty() ||
-      opts.slot_name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") !=
-          std::string::npos)
+  if (opts.slot_name.empty() || opts.slot_name.find_first_not_of(
+                                    "abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
     return Status::Config("PgStandbyOptions::slot_name '" + opts.slot_name +
                           "' must be lower-case letters, digits and '_'");
   for (const auto& s : opts.extra_settings) {
@@ -631,9 +626,10 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOption
       return Status::Config("PgStandbyOptions extra setting '" + s + "' is not name=value");
   }
   // Reserved now, so the WAL from before the copy stays until the standby has streamed it.
-  WALRELAY_RETURN_IF_ERROR(Exec(
-      "SELECT pg_create_physical_replication_slot('" + opts.slot_name + "', true) WHERE NOT EXISTS "
-      "(SELECT 1 FROM pg_replication_slots WHERE slot_name = '" + opts.slot_name + "')"));
+  WALRELAY_RETURN_IF_ERROR(Exec("SELECT pg_create_physical_replication_slot('" + opts.slot_name +
+                                "', true) WHERE NOT EXISTS "
+                                "(SELECT 1 FROM pg_replication_slots WHERE slot_name = '" +
+                                opts.slot_name + "')"));
 
   auto base = MakeBaseDir(run_as_postgres_, pg_uid_, pg_gid_);
   if (!base.ok()) return base.status();
@@ -664,9 +660,9 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOption
     auto conn = Connect(ConnInfo());
     if (!conn.ok()) return conn.status();
     const bool new_api = major_version_ >= 15;
-    const std::string start_sql =
-        new_api ? "SELECT pg_backup_start('walrelay standby', true)"
-                : "SELECT pg_start_backup('walrelay standby', true, false)";
+    const std::string start_sql = new_api
+                                      ? "SELECT pg_backup_start('walrelay standby', true)"
+                                      : "SELECT pg_start_backup('walrelay standby', true, false)";
     const std::string stop_sql = new_api ? "SELECT labelfile FROM pg_backup_stop(false)"
                                          : "SELECT labelfile FROM pg_stop_backup(false, false)";
     PgResultPtr started(PQexec(conn->get(), start_sql.c_str()));
@@ -709,7 +705,8 @@ Result<std::unique_ptr<PgSandbox>> PgSandbox::StartStandby(const PgStandbyOption
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     const std::string sql =
         "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND "
-        "application_name = '" + opts.slot_name + "'";
+        "application_name = '" +
+        opts.slot_name + "'";
     while (true) {
       auto n = QueryValue(sql);
       if (n.ok() && *n != "0") break;
@@ -745,9 +742,8 @@ Status PgSandbox::KillServer() {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.empty() || !std::all_of(name.begin(), name.end(), [](unsigned char c) {
-          return std::isdigit(c);
-        }))
+    if (name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c); }))
       continue;
     const std::string stat = ReadFile(entry.path().string() + "/stat");
     const auto paren = stat.rfind(')');
@@ -841,10 +837,8 @@ Result<std::vector<PgSandbox::Row>> PgSandbox::Query(const std::string& sql) con
     Row row;
     row.reserve(ncols);
     for (int j = 0; j < ncols; ++j) {
-      if (PQgetisnull(res, i, j))
-        row.emplace_back(std::nullopt);
-      else
-        row.emplace_back(std::string(PQgetvalue(res, i, j), PQgetlength(res, i, j)));
+      if (PQgetisnull(res, i, j)) row.emplace_back(std::nullopt);
+      else row.emplace_back(std::string(PQgetvalue(res, i, j), PQgetlength(res, i, j)));
     }
     rows.push_back(std::move(row));
   }

@@ -68,13 +68,31 @@ Status RedisClusterSandbox::StartNode(Node& node) {
     if (!port.ok()) return port.status();
     if (!bus.ok()) return bus.status();
     if (*port == *bus) continue;
-    std::vector<std::string> argv = {
-        "redis-server", "--port", std::to_string(*port), "--bind", kHost,
-        "--cluster-enabled", "yes", "--cluster-port", std::to_string(*bus),
-        "--cluster-config-file", node.dir + "/nodes.conf", "--cluster-node-timeout", "1000",
-        "--cluster-replica-validity-factor", "0", "--dir", node.dir,
-        "--logfile", node.dir + "/redis.log", "--save", "", "--appendonly", "no",
-        "--daemonize", "no"};
+    std::vector<std::string> argv = {"redis-server",
+                                     "--port",
+                                     std::to_string(*port),
+                                     "--bind",
+                                     kHost,
+                                     "--cluster-enabled",
+                                     "yes",
+                                     "--cluster-port",
+                                     std::to_string(*bus),
+                                     "--cluster-config-file",
+                                     node.dir + "/nodes.conf",
+                                     "--cluster-node-timeout",
+                                     "1000",
+                                     "--cluster-replica-validity-factor",
+                                     "0",
+                                     "--dir",
+                                     node.dir,
+                                     "--logfile",
+                                     node.dir + "/redis.log",
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no"};
     if (!password_.empty())
       argv.insert(argv.end(), {"--requirepass", password_, "--masterauth", password_});
     auto child = ChildProcess::Spawn(argv, node.dir + "/stdout.log");
@@ -301,8 +319,8 @@ Result<int> RedisClusterSandbox::MigrateKeys(int slot, int to_port) {
   if (!keys.ok()) return keys.status();
   const std::vector<std::string> names = Split(*keys, '\n');
   if (names.empty()) return 0;
-  std::vector<std::string> migrate = {"MIGRATE", kHost, std::to_string(to_port), "", "0", "5000",
-                                      "KEYS"};
+  std::vector<std::string> migrate = {"MIGRATE", kHost, std::to_string(to_port), "", "0",
+                                      "5000",    "KEYS"};
   migrate.insert(migrate.end(), names.begin(), names.end());
   WALRELAY_RETURN_IF_ERROR(Command(*from, migrate).status());
   return static_cast<int>(names.size());

@@ -46,7 +46,7 @@ class RedisClusterSandbox {
 
   Result<int> KeySlot(const std::string& key) const;  // CLUSTER KEYSLOT
   Result<int> MasterOf(int slot) const;               // the port of the slot's master
-  Result<std::string> NodeId(int port) const;          // CLUSTER MYID
+  Result<std::string> NodeId(int port) const;         // CLUSTER MYID
   // Ports of the masters, ascending.
   Result<std::vector<int>> Masters() const;
 

@@ -31,14 +31,18 @@ std::string Render(const redisReply* r) {
   return "?";
 }
 
-std::string Tail(const std::string& s, size_t n) { return s.size() > n ? s.substr(s.size() - n) : s; }
+std::string Tail(const std::string& s, size_t n) {
+  return s.size() > n ? s.substr(s.size() - n) : s;
+}
 
 }  // namespace
 
-Result<std::unique_ptr<RedisSandbox>> RedisSandbox::Start(const std::vector<std::string>& extra_args) {
+Result<std::unique_ptr<RedisSandbox>> RedisSandbox::Start(
+    const std::vector<std::string>& extra_args) {
   std::unique_ptr<RedisSandbox> sb(new RedisSandbox());
   const char* tmp = std::getenv("TMPDIR");
-  std::string pattern = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/walrelay-redis-XXXXXX";
+  std::string pattern =
+      std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/walrelay-redis-XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr)
     return Status::Internal("cannot create a temporary directory from " + pattern);
   sb->base_dir_ = pattern;
@@ -49,10 +53,21 @@ Result<std::unique_ptr<RedisSandbox>> RedisSandbox::Start(const std::vector<std:
   for (int round = 0; round < 3; ++round) {
     auto port = PickFreePort();
     if (!port.ok()) return port.status();
-    std::vector<std::string> argv = {"redis-server", "--port", std::to_string(*port),
-                                     "--bind", "127.0.0.1", "--dir", sb->base_dir_,
-                                     "--logfile", sb->log_path_, "--save", "",
-                                     "--appendonly", "no", "--daemonize", "no"};
+    std::vector<std::string> argv = {"redis-server",
+                                     "--port",
+                                     std::to_string(*port),
+                                     "--bind",
+                                     "127.0.0.1",
+                                     "--dir",
+                                     sb->base_dir_,
+                                     "--logfile",
+                                     sb->log_path_,
+                                     "--save",
+                                     "",
+                                     "--appendonly",
+                                     "no",
+                                     "--daemonize",
+                                     "no"};
     argv.insert(argv.end(), extra_args.begin(), extra_args.end());
     auto child = ChildProcess::Spawn(argv, sb->base_dir_ + "/stdout.log");
     if (!child.ok())

@@ -30,7 +30,8 @@ Result<std::string> RedisCommandAt(const std::string& host, int port,
 class RedisSandbox {
  public:
   // `extra_args` are added to redis-server's command line, e.g. {"--requirepass", "pw"}.
-  static Result<std::unique_ptr<RedisSandbox>> Start(const std::vector<std::string>& extra_args = {});
+  static Result<std::unique_ptr<RedisSandbox>> Start(
+      const std::vector<std::string>& extra_args = {});
 
   RedisSandbox(const RedisSandbox&) = delete;
   RedisSandbox& operator=(const RedisSandbox&) = delete;

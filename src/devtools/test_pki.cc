@@ -30,23 +30,24 @@ Status TestPki::OpenSsl(std::vector<std::string> args) const {
 }
 
 Status TestPki::MakeCa(const std::string& name, const std::string& common_name) const {
-  std::vector<std::string> args = {"req", "-x509", "-keyout", name + ".key", "-out",
-                                   name + ".crt", "-days", "7", "-subj", "/CN=" + common_name};
+  std::vector<std::string> args = {
+      "req",         "-x509", "-keyout", name + ".key", "-out",
+      name + ".crt", "-days", "7",       "-subj",       "/CN=" + common_name};
   args.insert(args.end(), kNewKey.begin(), kNewKey.end());
   return OpenSsl(args);
 }
 
 Status TestPki::MakeSigned(const std::string& name, const std::string& common_name,
                            const std::string& ca, const std::string& extensions) const {
-  std::vector<std::string> args = {"req", "-keyout", name + ".key", "-out", name + ".csr",
-                                   "-subj", "/CN=" + common_name};
+  std::vector<std::string> args = {"req",         "-keyout", name + ".key",       "-out",
+                                   name + ".csr", "-subj",   "/CN=" + common_name};
   args.insert(args.end(), kNewKey.begin(), kNewKey.end());
   WALRELAY_RETURN_IF_ERROR(OpenSsl(args));
   if (!(std::ofstream(dir_ + "/" + name + ".ext") << extensions << "\n"))
     return Status::Internal("cannot write " + dir_ + "/" + name + ".ext");
-  WALRELAY_RETURN_IF_ERROR(OpenSsl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt",
-                                    "-CAkey", ca + ".key", "-CAcreateserial", "-out",
-                                    name + ".crt", "-days", "7", "-extfile", name + ".ext"}));
+  WALRELAY_RETURN_IF_ERROR(
+      OpenSsl({"x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey", ca + ".key",
+               "-CAcreateserial", "-out", name + ".crt", "-days", "7", "-extfile", name + ".ext"}));
   // libpq and PostgreSQL refuse a private key that others may read.
   if (::chmod(KeyPath(name).c_str(), 0600) != 0)
     return Status::Internal("cannot chmod " + KeyPath(name));
@@ -55,8 +56,8 @@ Status TestPki::MakeSigned(const std::string& name, const std::string& common_na
 
 Status TestPki::MakePkcs12(const std::string& name, const std::string& ca,
                            const std::string& password) const {
-  return OpenSsl({"pkcs12", "-export", "-in", name + ".crt", "-inkey", name + ".key",
-                  "-certfile", ca + ".crt", "-name", name, "-out", name + ".p12", "-passout",
+  return OpenSsl({"pkcs12", "-export", "-in", name + ".crt", "-inkey", name + ".key", "-certfile",
+                  ca + ".crt", "-name", name, "-out", name + ".p12", "-passout",
                   "pass:" + password});
 }
 

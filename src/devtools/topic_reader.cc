@@ -42,7 +42,8 @@ ConsumedRecord ToRecord(const rd_kafka_message_t* m) {
   r.offset = msg.offset;
   r.key = std::move(msg.key);
   r.value = std::move(msg.value);
-  for (auto& h : msg.headers) r.headers.push_back(walrelay::Header{std::move(h.key), std::move(h.value)});
+  for (auto& h : msg.headers)
+    r.headers.push_back(walrelay::Header{std::move(h.key), std::move(h.value)});
   r.timestamp_ms = msg.timestamp_ms;
   return r;
 }

@@ -33,9 +33,10 @@ ConnectFailure ParseVerboseConnectError(std::string_view verbose_message) {
 namespace {
 
 bool IsLocalTlsVerificationFailure(const std::string& message) {
-  for (const char* text : {"certificate verify failed", "does not match host name",
-                           "root certificate file", "could not read certificate file",
-                           "could not load private key file", "certificate present, but not private key"}) {
+  for (const char* text :
+       {"certificate verify failed", "does not match host name", "root certificate file",
+        "could not read certificate file", "could not load private key file",
+        "certificate present, but not private key"}) {
     if (message.find(text) != std::string::npos) return true;
   }
   return false;
@@ -46,9 +47,9 @@ bool IsLocalTlsVerificationFailure(const std::string& message) {
 Status ClassifyConnectFailure(const ConnectFailure& f) {
   const std::string& state = f.sqlstate;
   if (state == "42501") {
-    return Status(ErrorCode::kNoReplicationRole,
-                  "the user in 'database.user' may not stream (" + f.message +
-                      "); run ALTER ROLE <user> WITH REPLICATION");
+    return Status(ErrorCode::kNoReplicationRole, "the user in 'database.user' may not stream (" +
+                                                     f.message +
+                                                     "); run ALTER ROLE <user> WITH REPLICATION");
   }
   if (state.rfind("28", 0) == 0 || state == "3D000" || f.needs_password ||
       (state.empty() && IsLocalTlsVerificationFailure(f.message))) {

@@ -17,10 +17,10 @@
 namespace walrelay {
 
 struct ConnectFailure {
-  std::string where;     // "host:port/db as user"
-  std::string sqlstate;  // the server's SQLSTATE; "" when libpq failed on its own side
+  std::string where;            // "host:port/db as user"
+  std::string sqlstate;         // the server's SQLSTATE; "" when libpq failed on its own side
   bool needs_password = false;  // the server asked for a password and none was configured
-  std::string message;   // libpq's text, one line, without SQLSTATE or LOCATION details
+  std::string message;          // libpq's text, one line, without SQLSTATE or LOCATION details
 };
 
 Status ClassifyConnectFailure(const ConnectFailure& failure);

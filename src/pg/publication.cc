@@ -23,7 +23,8 @@ Result<PublicationState> ReadPublication(ReplicationConnection& conn, const std:
   state.all_tables = PQgetvalue(pub->get(), 0, 0)[0] == 't';
   auto tables = conn.Query(
       "SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE "
-      "pubname = " + conn.QuoteLiteral(name) + " ORDER BY 1");
+      "pubname = " +
+      conn.QuoteLiteral(name) + " ORDER BY 1");
   if (!tables.ok()) return tables.status();
   for (int i = 0; i < PQntuples(tables->get()); ++i)
     state.tables.push_back(PQgetvalue(tables->get(), i, 0));
@@ -68,12 +69,13 @@ Status Change(ReplicationConnection& conn, const RelaySettings& settings, const 
   if (conn.last_sqlstate() == kInsufficientPrivilege) {
     return Status(ErrorCode::kPublicationPrivilege,
                   "cannot " + what + " (publication.autocreate.mode=" +
-                      PublicationModeName(settings.publication_mode) + "): the user in "
-                      "'database.user' lacks the privilege (" + res.status().message() + "); " +
-                      remedy);
+                      PublicationModeName(settings.publication_mode) +
+                      "): the user in "
+                      "'database.user' lacks the privilege (" +
+                      res.status().message() + "); " + remedy);
   }
-  if (!conn.last_sqlstate().empty()) return Status::Precondition("cannot " + what + ": " +
-                                                                 res.status().message());
+  if (!conn.last_sqlstate().empty())
+    return Status::Precondition("cannot " + what + ": " + res.status().message());
   return res.status();
 }
 
@@ -122,7 +124,9 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
         return Status(ErrorCode::kPublicationMissing,
                       label + " does not exist in database '" + settings.dbname +
                           "' and publication.autocreate.mode=disabled; create it (CREATE "
-                          "PUBLICATION " + quoted + " FOR TABLE <outbox table>) or let walrelay "
+                          "PUBLICATION " +
+                          quoted +
+                          " FOR TABLE <outbox table>) or let walrelay "
                           "create it (publication.autocreate.mode=filtered or all_tables)");
       case PublicationMode::kAllTables:
         sql += " FOR ALL TABLES";
@@ -148,18 +152,18 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
     if (apply) WALRELAY_RETURN_IF_ERROR(Change(conn, settings, sql, what, remedy));
   } else if (settings.publication_mode == PublicationMode::kFiltered && !state->all_tables &&
              state->tables != wanted) {
-    const std::string what = "update " + label + " to table.include.list's tables (" +
-                             Joined(wanted) + ")";
+    const std::string what =
+        "update " + label + " to table.include.list's tables (" + Joined(wanted) + ")";
     report.action = apply ? "updated to table.include.list's tables (was: " +
                                 (state->tables.empty() ? "none" : Joined(state->tables)) + ")"
                           : "`run` sets its tables to table.include.list's";
     report.tables = wanted;
     if (apply) {
       WALRELAY_RETURN_IF_ERROR(Change(
-          conn, settings, "ALTER PUBLICATION " + quoted + " SET TABLE " +
-                              QuotedTableList(conn, wanted),
-          what, "make the user the owner of the publication and of the tables, or set them by "
-                "hand (publication.autocreate.mode=disabled)"));
+          conn, settings,
+          "ALTER PUBLICATION " + quoted + " SET TABLE " + QuotedTableList(conn, wanted), what,
+          "make the user the owner of the publication and of the tables, or set them by "
+          "hand (publication.autocreate.mode=disabled)"));
     }
   }
   if (apply && report.action != "used as it is") {
@@ -174,10 +178,11 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
     if (std::find(report.tables.begin(), report.tables.end(), table) != report.tables.end())
       continue;
     return Status(ErrorCode::kPublicationLacksTable,
-                  label + " does not publish table " + table + " (from 'table.include.list'), so "
-                  "its rows would never reach walrelay; run ALTER PUBLICATION " + quoted +
-                  " ADD TABLE " + QuotedTableList(conn, {table}) +
-                  ", or use publication.autocreate.mode=filtered");
+                  label + " does not publish table " + table +
+                      " (from 'table.include.list'), so "
+                      "its rows would never reach walrelay; run ALTER PUBLICATION " +
+                      quoted + " ADD TABLE " + QuotedTableList(conn, {table}) +
+                      ", or use publication.autocreate.mode=filtered");
   }
   return Status::Ok();
 }

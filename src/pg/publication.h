@@ -25,9 +25,9 @@ namespace walrelay {
 
 struct PublicationReport {
   bool existed = false;
-  bool all_tables = false;           // FOR ALL TABLES
-  std::vector<std::string> tables;   // "schema.table" it publishes (after any change), sorted
-  std::string action;                // what was done, or with apply=false what run would do
+  bool all_tables = false;          // FOR ALL TABLES
+  std::vector<std::string> tables;  // "schema.table" it publishes (after any change), sorted
+  std::string action;               // what was done, or with apply=false what run would do
 };
 
 const char* PublicationModeName(PublicationMode mode);

@@ -48,7 +48,7 @@ std::string ParamValue(const RelaySettings& s, const std::string& key) {
 }  // namespace
 
 Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings& settings,
-                                                            const std::atomic<bool>* cancel) {
+                                                             const std::atomic<bool>* cancel) {
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : settings.pg_params) {
     keys.push_back(k.c_str());
@@ -58,8 +58,9 @@ Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings
   values.push_back("database");
   keys.push_back(nullptr);
   values.push_back(nullptr);
-  const std::string where = ParamValue(settings, "host") + ":" + ParamValue(settings, "port") + "/" +
-                            ParamValue(settings, "dbname") + " as " + ParamValue(settings, "user");
+  const std::string where = ParamValue(settings, "host") + ":" + ParamValue(settings, "port") +
+                            "/" + ParamValue(settings, "dbname") + " as " +
+                            ParamValue(settings, "user");
   PgConnPtr conn(PQconnectStartParams(keys.data(), values.data(), 0));
   if (!conn) return Status::Connection("out of memory connecting to PostgreSQL at " + where);
   // Verbose errors carry the server's SQLSTATE, which decides whether to retry.
@@ -76,14 +77,16 @@ Result<ReplicationConnection> ReplicationConnection::Connect(const RelaySettings
   while (true) {
     if (PQstatus(conn.get()) == CONNECTION_BAD || polling == PGRES_POLLING_FAILED) return failed();
     if (polling == PGRES_POLLING_OK) break;
-    if (cancel && cancel->load()) return Status::Connection("connecting to " + where + " was cancelled");
+    if (cancel && cancel->load())
+      return Status::Connection("connecting to " + where + " was cancelled");
     if (Clock::now() >= deadline) {
       return Status::Connection("cannot connect to PostgreSQL at " + where + ": no answer within " +
                                 std::to_string(settings.connect_timeout_ms) +
                                 " ms (database.connect.timeout.ms)");
     }
     // The socket can change between attempts (several addresses, SSL then plain).
-    WaitForSocket(PQsocket(conn.get()), polling == PGRES_POLLING_READING ? POLLIN : POLLOUT, deadline);
+    WaitForSocket(PQsocket(conn.get()), polling == PGRES_POLLING_READING ? POLLIN : POLLOUT,
+                  deadline);
     polling = PQconnectPoll(conn.get());
   }
   PQsetErrorVerbosity(conn.get(), PQERRORS_DEFAULT);
@@ -100,7 +103,7 @@ std::string ReplicationConnection::Quote(const std::string& literal) {
 }
 
 Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStatusType expected,
-                                                 Limit limit) {
+                                                Limit limit) {
   last_sqlstate_.clear();
   const std::string what = "'" + sql.substr(0, 120) + "'";
   if (PQsendQuery(conn_.get(), sql.c_str()) == 0) return Error("could not send " + what);
@@ -112,7 +115,7 @@ Result<PgResultPtr> ReplicationConnection::Exec(const std::string& sql, ExecStat
     if (stop || Clock::now() >= deadline) {
       // The server stops working on it; the caller drops this connection.
       if (std::unique_ptr<PGcancel, void (*)(PGcancel*)> handle{PQgetCancel(conn_.get()),
-                                                                 PQfreeCancel}) {
+                                                                PQfreeCancel}) {
         char ignored[256];
         PQcancel(handle.get(), ignored, sizeof ignored);
       }
@@ -154,11 +157,10 @@ std::string ReplicationConnection::QuoteIdentifier(const std::string& identifier
 Result<ServerInfo> ReplicationConnection::InspectServer() {
   ServerInfo info;
   info.server_version = PQserverVersion(conn_.get());
-  auto res = Exec(
-      "SELECT current_setting('wal_level'), "
-      "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), "
-      "pg_current_wal_lsn()::text",
-      PGRES_TUPLES_OK);
+  auto res = Exec("SELECT current_setting('wal_level'), "
+                  "(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), "
+                  "pg_current_wal_lsn()::text",
+                  PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   PGresult* r = res->get();
   info.wal_level = PQgetvalue(r, 0, 0);
@@ -176,11 +178,13 @@ Result<SlotInfo> ReplicationConnection::InspectSlot(const std::string& slot_name
   const std::string reason = version >= 170000   ? "invalidation_reason"
                              : version >= 160000 ? "CASE WHEN conflicting THEN 'conflict' END"
                                                  : "NULL::text";
-  auto res = Exec(
-      "SELECT plugin, database, active, active_pid, confirmed_flush_lsn::text, "
-      "restart_lsn::text, wal_status, " + reason + " FROM pg_replication_slots "
-      "WHERE slot_name = " + Quote(slot_name),
-      PGRES_TUPLES_OK);
+  auto res = Exec("SELECT plugin, database, active, active_pid, confirmed_flush_lsn::text, "
+                  "restart_lsn::text, wal_status, " +
+                      reason +
+                      " FROM pg_replication_slots "
+                      "WHERE slot_name = " +
+                      Quote(slot_name),
+                  PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   SlotInfo info;
   PGresult* r = res->get();
@@ -207,9 +211,10 @@ Result<std::vector<std::string>> ReplicationConnection::MissingTables(
   for (const auto& t : tables) {
     const auto dot = t.find('.');
     if (dot == std::string::npos) continue;
-    auto res = Exec("SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = " +
-                        Quote(t.substr(0, dot)) + " AND tablename = " + Quote(t.substr(dot + 1)),
-                    PGRES_TUPLES_OK);
+    auto res =
+        Exec("SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = " + Quote(t.substr(0, dot)) +
+                 " AND tablename = " + Quote(t.substr(dot + 1)),
+             PGRES_TUPLES_OK);
     if (!res.ok()) return res.status();
     if (PQntuples(res->get()) == 0) missing.push_back(t);
   }
@@ -222,7 +227,8 @@ Result<Lsn> ReplicationConnection::CreateSlot(const std::string& slot_name,
   if (failover && version < 170000) {
     return Status::Config("'slot.failover'=true needs PostgreSQL 17 or later, which can "
                           "synchronize a slot to standbys; the server is " +
-                          std::to_string(version / 10000) + ": set slot.failover=false (after "
+                          std::to_string(version / 10000) +
+                          ": set slot.failover=false (after "
                           "a failover the slot is missing: exit 16)");
   }
   auto res = Exec("CREATE_REPLICATION_SLOT \"" + slot_name + "\" LOGICAL " + plugin +
@@ -252,8 +258,8 @@ Status ReplicationConnection::DropSlot(const std::string& slot_name) {
 Result<std::string> ReplicationConnection::TimelineHistory(int timeline) {
   if (timeline <= 1) return std::string();
   auto res = Exec("TIMELINE_HISTORY " + std::to_string(timeline), PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status().WithContext("reading timeline " + std::to_string(timeline) +
-                                                 "'s history");
+  if (!res.ok())
+    return res.status().WithContext("reading timeline " + std::to_string(timeline) + "'s history");
   PGresult* r = res->get();
   if (PQntuples(r) != 1 || PQnfields(r) < 2)
     return Status::Protocol("TIMELINE_HISTORY " + std::to_string(timeline) +
@@ -285,8 +291,8 @@ Result<ReplicationConnection::ReadStatus> ReplicationConnection::ReadMessage(
   if (len == -1) {
     PgResultPtr res(PQgetResult(conn_.get()));
     if (res && PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
-      return Status::Connection("replication stream ended by the server (" + where_ + "): " +
-                                Trimmed(PQresultErrorMessage(res.get())));
+      return Status::Connection("replication stream ended by the server (" + where_ +
+                                "): " + Trimmed(PQresultErrorMessage(res.get())));
     }
     return ReadStatus::kEnded;
   }
@@ -299,7 +305,8 @@ Status ReplicationConnection::ConsumeInput() {
 }
 
 Status ReplicationConnection::SendStandbyStatus(Lsn write, Lsn flush, bool reply_requested) {
-  const std::string msg = EncodeStandbyStatus(write, flush, Lsn(), PgEpochMicrosNow(), reply_requested);
+  const std::string msg =
+      EncodeStandbyStatus(write, flush, Lsn(), PgEpochMicrosNow(), reply_requested);
   if (PQputCopyData(conn_.get(), msg.data(), static_cast<int>(msg.size())) <= 0 ||
       PQflush(conn_.get()) != 0) {
     return Error("could not send a standby status update");
@@ -319,8 +326,8 @@ Status ReplicationConnection::EndStreaming() {
   }
   while (PgResultPtr res{PQgetResult(conn_.get())}) {
     if (PQresultStatus(res.get()) == PGRES_FATAL_ERROR)
-      return Status::Connection("replication stream ended with an error (" + where_ + "): " +
-                                Trimmed(PQresultErrorMessage(res.get())));
+      return Status::Connection("replication stream ended with an error (" + where_ +
+                                "): " + Trimmed(PQresultErrorMessage(res.get())));
   }
   return Status::Ok();
 }

@@ -44,8 +44,8 @@ struct ServerInfo {
   int server_version = 0;  // e.g. 150018
   std::string wal_level;
   bool can_replicate = false;  // REPLICATION or superuser
-  std::string system_id;  // IDENTIFY_SYSTEM: which cluster
-  int timeline = 0;       // IDENTIFY_SYSTEM: which timeline (a promoted standby starts a new one)
+  std::string system_id;       // IDENTIFY_SYSTEM: which cluster
+  int timeline = 0;  // IDENTIFY_SYSTEM: which timeline (a promoted standby starts a new one)
   Lsn current_wal;
 };
 
@@ -64,8 +64,7 @@ class ReplicationConnection {
 
   // A setup query (SQL, before START_REPLICATION), limited to database.query.timeout.ms. On
   // failure last_sqlstate() is the server's SQLSTATE ("" if it never answered).
-  Result<PgResultPtr> Query(const std::string& sql,
-                            ExecStatusType expected = PGRES_TUPLES_OK);
+  Result<PgResultPtr> Query(const std::string& sql, ExecStatusType expected = PGRES_TUPLES_OK);
   const std::string& last_sqlstate() const { return last_sqlstate_; }
   std::string QuoteLiteral(const std::string& literal) { return Quote(literal); }
   std::string QuoteIdentifier(const std::string& identifier);

@@ -44,8 +44,7 @@ Result<SlotHealthSample> ReadSlotHealth(PGconn* conn, const std::string& slot_na
   const char* params[] = {slot_name.c_str()};
   PgResultPtr res(PQexecParams(conn, sql.c_str(), 1, nullptr, params, nullptr, nullptr, 0));
   if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
-    const std::string why =
-        Trimmed(res ? PQresultErrorMessage(res.get()) : PQerrorMessage(conn));
+    const std::string why = Trimmed(res ? PQresultErrorMessage(res.get()) : PQerrorMessage(conn));
     return Status::Connection("reading pg_replication_slots for slot '" + slot_name +
                               "' failed: " + why);
   }
@@ -87,15 +86,17 @@ Status SlotVerdict(const SlotHealthSample& sample, const std::string& slot_name,
                            "slot";
   if (sample.invalidation_reason == "wal_removed") {
     return Status(ErrorCode::kSlotWalRemoved,
-                  name + " was invalidated (wal_status lost): PostgreSQL removed WAL it still "
-                         "needed because it retained more than max_slot_wal_keep_size allows "
-                         "(seen by the slot health check); " + lost +
+                  name +
+                      " was invalidated (wal_status lost): PostgreSQL removed WAL it still "
+                      "needed because it retained more than max_slot_wal_keep_size allows "
+                      "(seen by the slot health check); " +
+                      lost +
                       "; raise max_slot_wal_keep_size or keep the relay from falling that far "
                       "behind");
   }
-  return Status(ErrorCode::kSlotInvalidated,
-                name + " was invalidated (wal_status lost, " + sample.invalidation_reason +
-                    "; seen by the slot health check); " + lost);
+  return Status(ErrorCode::kSlotInvalidated, name + " was invalidated (wal_status lost, " +
+                                                 sample.invalidation_reason +
+                                                 "; seen by the slot health check); " + lost);
 }
 
 std::unique_ptr<SlotHealthWatch> SlotHealthWatch::Start(SlotHealthOptions options,
@@ -138,8 +139,7 @@ Result<PGconn*> SlotHealthWatch::Connection() {
   if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) return conn_.get();
   std::vector<const char*> keys, values;
   for (const auto& [k, v] : options_.pg_params) {
-    if (k == "replication" || k == "connect_timeout" || k == "options" ||
-        k == "application_name")
+    if (k == "replication" || k == "connect_timeout" || k == "options" || k == "application_name")
       continue;
     keys.push_back(k.c_str());
     values.push_back(v.c_str());

@@ -48,17 +48,17 @@ struct SlotHealthSample {
   bool read_ok = false;  // false until a read succeeded, or when the last one failed
   bool exists = false;
   bool active = false;
-  std::string wal_status;  // reserved, extended, unreserved, lost; "" when unknown
-  std::optional<int64_t> safe_wal_size;  // bytes; NULL when lost or no max_slot_wal_keep_size
+  std::string wal_status;                  // reserved, extended, unreserved, lost; "" when unknown
+  std::optional<int64_t> safe_wal_size;    // bytes; NULL when lost or no max_slot_wal_keep_size
   std::optional<uint64_t> retained_bytes;  // current WAL position minus restart_lsn
   Lsn restart_lsn;
   Lsn confirmed_flush;
   // 17+: invalidation_reason (wal_removed, rows_removed, wal_level_insufficient, idle_timeout
   // on 18); 16: "conflict" for a conflicting slot; before: "wal_removed" when lost.
   std::string invalidation_reason;
-  std::string wait_event;       // the walsender's, e.g. WaitForStandbyConfirmation
-  bool stalled = false;         // waiting for synchronized_standby_slots past the bound
-  double stalled_seconds = 0;   // how long the current wait has lasted
+  std::string wait_event;      // the walsender's, e.g. WaitForStandbyConfirmation
+  bool stalled = false;        // waiting for synchronized_standby_slots past the bound
+  double stalled_seconds = 0;  // how long the current wait has lasted
   std::chrono::system_clock::time_point read_at;
 };
 

@@ -56,8 +56,8 @@ Result<CatalogSnapshot> ReadCatalogSnapshot(ReplicationConnection& conn,
   auto res = conn.Query(std::string(kColumnsQuery) + kAllUserTables);
   if (!res.ok()) return res.status().WithContext("reading the included tables' columns");
   CatalogSnapshot snapshot;
-  AddColumns(res->get(), [&](const std::string& t) { return settings.IncludesTable(t); },
-             snapshot);
+  AddColumns(
+      res->get(), [&](const std::string& t) { return settings.IncludesTable(t); }, snapshot);
   return snapshot;
 }
 
@@ -108,8 +108,8 @@ const CatalogTable* SourceCatalog::Find(std::string_view schema, std::string_vie
   auto& kept = asked_[qualified];
   if (!snapshot_ || !settings_.IncludesTable(qualified)) return nullptr;
   // A table created since the connect: asked once, with short limits.
-  auto res = LiveQuery(std::string(kColumnsQuery) + kOneTable,
-                       {std::string(schema), std::string(table)});
+  auto res =
+      LiveQuery(std::string(kColumnsQuery) + kOneTable, {std::string(schema), std::string(table)});
   if (!res.ok()) {
     spdlog::warn("cannot read the catalog entry of table {} created since the connect ({}); its "
                  "key is taken from the replication stream until the next connect",
@@ -117,7 +117,8 @@ const CatalogTable* SourceCatalog::Find(std::string_view schema, std::string_vie
     return nullptr;
   }
   CatalogSnapshot one;
-  AddColumns(res->get(), [](const std::string&) { return true; }, one);
+  AddColumns(
+      res->get(), [](const std::string&) { return true; }, one);
   auto entry = one.tables.find(qualified);
   if (entry == one.tables.end()) return nullptr;
   kept = std::move(entry->second);

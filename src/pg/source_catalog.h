@@ -41,7 +41,7 @@ struct CatalogTable {
 };
 
 struct CatalogSnapshot {
-  std::unordered_map<std::string, CatalogTable> tables;  // by "schema.table"
+  std::unordered_map<std::string, CatalogTable> tables;            // by "schema.table"
   std::map<std::pair<uint32_t, int32_t>, std::string> type_names;  // format_type(oid, typmod)
 };
 

@@ -30,7 +30,8 @@ Result<XLogData> ParseXLogData(std::string_view m) {
 Result<PrimaryKeepalive> ParseKeepalive(std::string_view m) {
   constexpr size_t kSize = 1 + 8 + 8 + 1;
   if (m.size() < kSize || m[0] != 'k') {
-    return Status::Protocol("malformed keepalive message of " + std::to_string(m.size()) + " bytes");
+    return Status::Protocol("malformed keepalive message of " + std::to_string(m.size()) +
+                            " bytes");
   }
   PrimaryKeepalive out;
   out.wal_end = Lsn(ReadBigEndian64(m.data() + 1));

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
 #include <boost/asio.hpp>
 
 #include "common/status.h"

@@ -56,26 +56,26 @@ Result<std::unique_ptr<Relay>> Relay::Create(RelaySettings settings, boost::asio
 Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
     : settings_(std::move(settings)),
       io_(io),
-      connector_(settings_,
-                 [this](int server_version) {
-                   return decoder_->StartReplicationOptions(server_version);
-                 },
-                 [this](const SourceIdentity& server, bool slot_missing) {
-                   return pipeline_->guarantee().StoredPosition(server, slot_missing);
-                 },
-                 [this](const SourceIdentity& server, Lsn slot_position,
-                        const std::optional<SourceOffset>& stored) {
-                   return pipeline_->guarantee().StartPosition(server, slot_position, stored);
-                 },
-                 io),
+      connector_(
+          settings_,
+          [this](int server_version) { return decoder_->StartReplicationOptions(server_version); },
+          [this](const SourceIdentity& server, bool slot_missing) {
+            return pipeline_->guarantee().StoredPosition(server, slot_missing);
+          },
+          [this](const SourceIdentity& server, Lsn slot_position,
+                 const std::optional<SourceOffset>& stored) {
+            return pipeline_->guarantee().StartPosition(server, slot_position, stored);
+          },
+          io),
       pg_socket_(io),
       kafka_events_(io),
       status_timer_(io),
       poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
-      receive_watch_(io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
-                     [this](const Status& silent) { ConnectionLost(silent); }),
+      receive_watch_(
+          io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
+          [this](const Status& silent) { ConnectionLost(silent); }),
       progress_timer_(io),
       caught_up_timer_(io),
       boundary_timer_(io),
@@ -95,15 +95,14 @@ Status Relay::Build() {
   decoder_ = std::move(decoder).value();
   auto producer = KafkaProducer::Create(
       settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
-      [this](const Status& failure) { OnProducerFailure(failure); },
-      settings_.ProvidedKafkaKeys());
+      [this](const Status& failure) { OnProducerFailure(failure); }, settings_.ProvidedKafkaKeys());
   if (!producer.ok()) return producer.status();
   producer_ = std::move(producer).value();
   auto guarantee = MakeDeliveryGuarantee(settings_, *producer_, counters_);
   if (!guarantee.ok()) return guarantee.status();
-  auto pipeline = RecordPipeline::Create(settings_, *producer_, std::move(guarantee).value(),
-                                         counters_,
-                                         [this](Status failure) { OnPipelineFailure(failure); });
+  auto pipeline =
+      RecordPipeline::Create(settings_, *producer_, std::move(guarantee).value(), counters_,
+                             [this](Status failure) { OnPipelineFailure(failure); });
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = std::move(pipeline).value();
   for (const auto& key : settings_.properties.UnreadKeys()) {
@@ -143,7 +142,8 @@ void Relay::TryConnect() {
   if (stopping_) return;
   // The next stream replays from what is confirmable: what the last one left open in Kafka is
   // committed if it holds whole source transactions, else dropped.
-  if (Status ended = pipeline_->EndStream(); !ended.ok() && ended.code() != ErrorCode::kConnection) {
+  if (Status ended = pipeline_->EndStream();
+      !ended.ok() && ended.code() != ErrorCode::kConnection) {
     return Fail(ended);
   }
   ConnectPlan plan;
@@ -159,7 +159,8 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
   if (!attempt.ok()) return ConnectFailed(attempt.status());
   SourceSession& session = *attempt;
   conn_.emplace(std::move(*session.connection));
-  auto socket = Duplicate(conn_->socket(), "replication socket");  // closing it never closes libpq's
+  auto socket =
+      Duplicate(conn_->socket(), "replication socket");  // closing it never closes libpq's
   if (!socket.ok()) {
     CloseConnection();
     return Fail(socket.status());
@@ -367,7 +368,8 @@ Status Relay::HandleMessage(std::string_view message) {
     return Status::Ok();
   }
   if (message[0] != 'w') {
-    return Status::Protocol(std::string("unexpected replication message type '") + message[0] + "'");
+    return Status::Protocol(std::string("unexpected replication message type '") + message[0] +
+                            "'");
   }
   auto xlog = ParseXLogData(message);
   if (!xlog.ok()) return xlog.status();
@@ -504,7 +506,8 @@ SlotHealthSample Relay::slot_health() const {
 
 void Relay::RequestStop() {
   boost::asio::post(io_, [this] {
-    if (!stopping_) spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
+    if (!stopping_)
+      spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
     BeginShutdown();
   });
 }
@@ -557,7 +560,8 @@ void Relay::BeginShutdown() {
   if (stopping_ || finished_) return;
   // Before stopping_: delivery reports served while a commit flushes must not finish the stop
   // from inside it.
-  if (Status ended = pipeline_->EndStream(); !ended.ok() && ended.code() != ErrorCode::kConnection) {
+  if (Status ended = pipeline_->EndStream();
+      !ended.ok() && ended.code() != ErrorCode::kConnection) {
     RecordFailure(ended);
   }
   stopping_ = true;

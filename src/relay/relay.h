@@ -44,6 +44,7 @@
 #include <optional>
 #include <string>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
 #include <boost/asio.hpp>
 
 #include "common/lsn.h"
@@ -70,8 +71,7 @@ class Relay {
  public:
   // Builds the decoder, the producer, the delivery guarantee and the record pipeline; an error
   // names the configuration key that is wrong.
-  static Result<std::unique_ptr<Relay>> Create(RelaySettings settings,
-                                               boost::asio::io_context& io);
+  static Result<std::unique_ptr<Relay>> Create(RelaySettings settings, boost::asio::io_context& io);
   ~Relay();
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;

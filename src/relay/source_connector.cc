@@ -57,7 +57,8 @@ Status SourceConnector::SlotGone(const ConnectPlan& plan,
   return Status(ErrorCode::kSlotGone,
                 "replication slot '" + settings_.slot_name +
                     "' this connector streamed from no longer exists (dropped, or a failover to "
-                    "a server without it); " + last +
+                    "a server without it); " +
+                    last +
                     ". Rows committed after that may not be in Kafka: republish them from the "
                     "outbox table or the source of truth, then set slot.recreate.when.missing="
                     "true once (or create the slot by hand) to stream from now on");
@@ -78,8 +79,8 @@ Status SourceConnector::PlaceOnServerTimeline(ReplicationConnection& conn,
   auto placed = PlaceOnTimeline(stored.lsn_commit, stored.timeline,
                                 static_cast<uint32_t>(server.timeline), *history);
   if (!placed.ok())
-    return placed.status().WithContext("offsets topic '" + settings_.offsets.topic +
-                                       "', slot '" + settings_.slot_name + "'");
+    return placed.status().WithContext("offsets topic '" + settings_.offsets.topic + "', slot '" +
+                                       settings_.slot_name + "'");
   if (placed->abandoned) {
     spdlog::error(
         "timeline switch: this connector's stored position LSN {} is on timeline {}, which the "
@@ -139,8 +140,9 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
       spdlog::info("publication '{}' {} (publication.autocreate.mode={}); it publishes {}",
                    settings_.publication_name, publication.action,
                    PublicationModeName(settings_.publication_mode),
-                   publication.all_tables ? std::string("all tables")
-                                          : std::to_string(publication.tables.size()) + " table(s)");
+                   publication.all_tables
+                       ? std::string("all tables")
+                       : std::to_string(publication.tables.size()) + " table(s)");
     }
   }
 

@@ -44,6 +44,7 @@
 #include <string>
 #include <thread>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
 #include <boost/asio.hpp>
 
 #include "common/lsn.h"
@@ -91,8 +92,8 @@ class SourceConnector {
       const SourceIdentity& server, bool slot_missing)>;
   // The LSN to stream from, given the server, the slot's position and the stored position;
   // called on the worker thread. An error fails the attempt.
-  using StartPosition = std::function<Result<Lsn>(
-      const SourceIdentity& server, Lsn slot_position, const std::optional<SourceOffset>& stored)>;
+  using StartPosition = std::function<Result<Lsn>(const SourceIdentity& server, Lsn slot_position,
+                                                  const std::optional<SourceOffset>& stored)>;
   SourceConnector(const RelaySettings& settings, StartOptions start_options,
                   StoredPosition stored_position, StartPosition start_position,
                   boost::asio::io_context& io);

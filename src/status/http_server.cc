@@ -1,8 +1,8 @@
 #include "status/http_server.h"
 
 #include <openssl/err.h>
-#include <openssl/x509.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ssl.hpp>
@@ -26,12 +26,12 @@ constexpr uint64_t kMaxBodyBytes = 64 * 1024;
 // What a connection over rest.max.connections is told before it is closed (http only).
 const std::string& TooManyConnectionsResponse() {
   static const std::string kResponse = [] {
-    const std::string body =
-        R"({"error_code":503,"message":"too many connections to the REST API )"
-        R"((rest.max.connections); retry once one has closed"})";
+    const std::string body = R"({"error_code":503,"message":"too many connections to the REST API )"
+                             R"((rest.max.connections); retry once one has closed"})";
     return "HTTP/1.1 503 Service Unavailable\r\nServer: walrelay\r\n"
            "Content-Type: application/json\r\nConnection: close\r\nRetry-After: 1\r\n"
-           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+           "Content-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
   }();
   return kResponse;
 }
@@ -118,12 +118,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     response->keep_alive(request.keep_alive());
     response->body() = std::move(answer.body);
     response->prepare_payload();
-    http::async_write(stream_, *response,
-                      [self = this->shared_from_this(), response](beast::error_code write_ec,
-                                                                  size_t) {
-                        if (write_ec || !response->keep_alive()) return self->Close();
-                        self->Read();
-                      });
+    http::async_write(
+        stream_, *response,
+        [self = this->shared_from_this(), response](beast::error_code write_ec, size_t) {
+          if (write_ec || !response->keep_alive()) return self->Close();
+          self->Read();
+        });
   }
 
   void Close() {
@@ -174,8 +174,8 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const ListenerAddress& address) {
   tls->use_certificate_chain_file(address.certificate_path, ec);
   if (ec) {
     return Status::Config("'listeners.https.ssl.certificate.location': cannot load a PEM "
-                          "certificate chain from '" + address.certificate_path +
-                          "': " + OpenSslReason(ec));
+                          "certificate chain from '" +
+                          address.certificate_path + "': " + OpenSslReason(ec));
   }
   tls->use_private_key_file(address.key_path, ssl::context::pem, ec);
   if (ec && IsKeyMismatch(ec)) {
@@ -185,7 +185,8 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const ListenerAddress& address) {
   }
   if (ec) {
     return Status::Config("'listeners.https.ssl.key.location': cannot load an unencrypted PEM "
-                          "private key from '" + address.key_path + "': " + OpenSslReason(ec));
+                          "private key from '" +
+                          address.key_path + "': " + OpenSslReason(ec));
   }
   if (SSL_CTX_check_private_key(tls->native_handle()) != 1) {
     ERR_clear_error();
@@ -198,9 +199,7 @@ Result<std::shared_ptr<ssl::context>> LoadTls(const ListenerAddress& address) {
 }  // namespace
 
 HttpServer::HttpServer(boost::asio::io_context& io, Handler handler)
-    : acceptor_(io),
-      accept_retry_(io),
-      handler_(std::make_shared<Handler>(std::move(handler))) {}
+    : acceptor_(io), accept_retry_(io), handler_(std::make_shared<Handler>(std::move(handler))) {}
 
 HttpServer::~HttpServer() {
   boost::system::error_code ignored;

@@ -30,8 +30,9 @@
 #include <string>
 #include <utility>  // Boost 1.74's Asio uses std::exchange without including it
 #include <vector>
-// clang-format off
+
 #include <boost/asio.hpp>
+// clang-format off
 // clang-format on
 
 namespace boost::asio::ssl {
@@ -44,8 +45,8 @@ class context;
 namespace walrelay {
 
 struct HttpRequest {
-  std::string method;  // "GET", "PUT", ...
-  std::string path;    // target without the query string
+  std::string method;                              // "GET", "PUT", ...
+  std::string path;                                // target without the query string
   std::optional<std::string> host = std::nullopt;  // the Host header, if any
   std::string authorization = {};                  // the Authorization header; "" if none
   // Set by browsers (never by curl): where the request comes from, to refuse cross-site ones.
@@ -92,7 +93,7 @@ class HttpServer {
 
   boost::asio::ip::tcp::acceptor acceptor_;
   boost::asio::steady_timer accept_retry_;
-  std::shared_ptr<Handler> handler_;               // shared with live sessions
+  std::shared_ptr<Handler> handler_;                // shared with live sessions
   std::shared_ptr<boost::asio::ssl::context> tls_;  // null for http; shared with live sessions
   uint16_t port_ = 0;
   int max_connections_ = 1;

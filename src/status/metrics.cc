@@ -62,8 +62,7 @@ void PrometheusText::Single(std::string_view name, std::string_view type, std::s
 }
 
 void PrometheusText::PerLabel(std::string_view name, std::string_view type, std::string_view help,
-                              std::string_view label,
-                              const std::map<std::string, uint64_t>& values,
+                              std::string_view label, const std::map<std::string, uint64_t>& values,
                               const std::vector<std::string>& known) {
   Family(name, type, help);
   std::map<std::string, uint64_t> all = values;

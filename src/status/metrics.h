@@ -20,12 +20,12 @@ struct RelayCounters {
   // pg_logical_emit_message() records by outcome: "relayed", "filtered" (prefix not
   // included), "non_transactional" (refused)
   std::map<std::string, uint64_t> logical_messages;
-  std::map<std::string, uint64_t> acked;           // by Kafka topic (dead letters included)
-  std::map<std::string, uint64_t> failed;          // by stage: "transform", "convert" or "produce"
-  uint64_t dead_letters = 0;                       // handed to the dead-letter topic
-  uint64_t skipped = 0;                            // dropped by errors.tolerance=all, no DLQ
-  uint64_t reconnects = 0;                         // replication connections re-established
-  uint64_t queue_full = 0;  // records librdkafka's full queue refused, held and sent again
+  std::map<std::string, uint64_t> acked;   // by Kafka topic (dead letters included)
+  std::map<std::string, uint64_t> failed;  // by stage: "transform", "convert" or "produce"
+  uint64_t dead_letters = 0;               // handed to the dead-letter topic
+  uint64_t skipped = 0;                    // dropped by errors.tolerance=all, no DLQ
+  uint64_t reconnects = 0;                 // replication connections re-established
+  uint64_t queue_full = 0;       // records librdkafka's full queue refused, held and sent again
   uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
   // exactly.once.support: Kafka transactions by outcome, "committed" or "aborted"
   std::map<std::string, uint64_t> kafka_transactions;

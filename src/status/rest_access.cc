@@ -140,15 +140,16 @@ std::optional<HttpResponse> RestAccess::CheckSameOrigin(const HttpRequest& reque
   if (now >= next_cross_site_warning_) {
     spdlog::warn("REST API on {}: refused {} cross-site change request(s) since the last "
                  "warning, last {} {} ({}); a web page open in a browser tried to change the "
-                 "relay", listener_text_, cross_site_unreported_, request.method, request.path,
-                 why);
+                 "relay",
+                 listener_text_, cross_site_unreported_, request.method, request.path, why);
     cross_site_unreported_ = 0;
     next_cross_site_warning_ = now + kCrossSiteWarningInterval;
   }
   return KafkaConnectError(
-      403, "cross-site request refused (" + why + "): pause, resume and restart are not "
-           "accepted from a web page of another origin; send them without an Origin header, "
-           "as curl and Kafka Connect tools do");
+      403, "cross-site request refused (" + why +
+               "): pause, resume and restart are not "
+               "accepted from a web page of another origin; send them without an Origin header, "
+               "as curl and Kafka Connect tools do");
 }
 
 std::optional<HttpResponse> RestAccess::CheckChange(const HttpRequest& request) {
@@ -159,7 +160,8 @@ std::optional<HttpResponse> RestAccess::CheckChange(const HttpRequest& request) 
     return KafkaConnectError(
         403, "pause, resume and restart are refused on " + listener_text_ +
                  ", which is not a loopback listener, because no credentials are configured; "
-                 "set " + kCredentialKeys);
+                 "set " +
+                 kCredentialKeys);
   }
   if (CredentialsMatch(request.authorization)) return std::nullopt;
   ++refusals_["unauthorized"];
@@ -193,8 +195,7 @@ bool RestAccess::HostAllowed(const std::string& host_header) const {
   const std::string host = HostName(host_header);
   if (host == "localhost" || host == "[::1]" || host == "::1") return true;
   // Any 127.x.y.z literal: the listener is loopback, so it is one of its own addresses.
-  if (host.rfind("127.", 0) == 0 &&
-      host.find_first_not_of("0123456789.") == std::string::npos) {
+  if (host.rfind("127.", 0) == 0 && host.find_first_not_of("0123456789.") == std::string::npos) {
     return true;
   }
   for (const auto& allowed : auth_.allowed_hosts)

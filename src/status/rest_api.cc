@@ -110,9 +110,8 @@ HttpResponse RestApi::Handle(const HttpRequest& request) {
     if (!allow("GET")) {
       // POST /connectors creates connectors in Kafka Connect; walrelay runs the one it was
       // started with.
-      return Error(405,
-                   "HTTP 405 Method Not Allowed: walrelay runs the one connector of its "
-                   "config file");
+      return Error(405, "HTTP 405 Method Not Allowed: walrelay runs the one connector of its "
+                        "config file");
     }
     rapidjson::StringBuffer buffer;
     JsonWriter w(buffer);

@@ -113,12 +113,8 @@ Result<std::optional<std::string>> ColumnBytes(const Column& column) {
 
 void WriteColumnJson(const Column& column, JsonWriter& writer) {
   switch (column.kind) {
-    case ValueKind::kNull:
-      writer.Null();
-      return;
-    case ValueKind::kBool:
-      writer.Bool(column.text == "true");
-      return;
+    case ValueKind::kNull: writer.Null(); return;
+    case ValueKind::kBool: writer.Bool(column.text == "true"); return;
     case ValueKind::kNumber:
       if (IsJsonNumber(column.text)) {
         // Raw digits: bigint and numeric must not round-trip through a double.
@@ -260,8 +256,10 @@ void WriteChangeSourceBlock(JsonWriter& w, const SourceContext& ctx, const RowCh
   w.Key("sequence");
   const std::string lsn = std::to_string(change.lsn.value());
   const std::string sequence =
-      "[" + (change.previous_commit_end ? "\"" + std::to_string(change.previous_commit_end->value()) + "\""
-                                        : std::string("null")) +
+      "[" +
+      (change.previous_commit_end
+           ? "\"" + std::to_string(change.previous_commit_end->value()) + "\""
+           : std::string("null")) +
       ",\"" + lsn + "\"]";
   WriteJsonString(w, sequence);
   w.Key("ts_us");

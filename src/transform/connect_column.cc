@@ -15,8 +15,23 @@ namespace {
 
 // The column types Debezium's PostgresValueConverter maps, as format_type names them.
 enum class PgKind {
-  kString, kUuid, kJson, kInt16, kInt32, kInt64, kFloat32, kFloat64, kBoolean, kNumeric, kBytea,
-  kDate, kTime, kTimestamp, kTimestampTz, kTimeTz, kInterval,
+  kString,
+  kUuid,
+  kJson,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat32,
+  kFloat64,
+  kBoolean,
+  kNumeric,
+  kBytea,
+  kDate,
+  kTime,
+  kTimestamp,
+  kTimestampTz,
+  kTimeTz,
+  kInterval,
 };
 
 struct PgType {
@@ -101,19 +116,15 @@ bool KindNative(PgKind kind, const ColumnModes& m) {
   switch (kind) {
     case PgKind::kNumeric:
     case PgKind::kFloat32:
-    case PgKind::kFloat64:
-      return m.decimal == DecimalMode::kNative;
-    case PgKind::kBytea:
-      return m.binary == BinaryMode::kNative;
+    case PgKind::kFloat64: return m.decimal == DecimalMode::kNative;
+    case PgKind::kBytea: return m.binary == BinaryMode::kNative;
     case PgKind::kDate:
     case PgKind::kTime:
     case PgKind::kTimestamp:
     case PgKind::kTimestampTz:
     case PgKind::kTimeTz:
-    case PgKind::kInterval:
-      return m.time == TimeMode::kNative;
-    default:
-      return true;
+    case PgKind::kInterval: return m.time == TimeMode::kNative;
+    default: return true;
   }
 }
 
@@ -122,7 +133,10 @@ bool KindNative(PgKind kind, const ColumnModes& m) {
 struct SchemaParts {
   SchemaParts(const char* type_, const char* name_ = nullptr, std::string parameters_ = {},
               std::string fields_ = {}, const char* doc_ = nullptr)
-      : type(type_), name(name_), parameters(std::move(parameters_)), fields(std::move(fields_)),
+      : type(type_),
+        name(name_),
+        parameters(std::move(parameters_)),
+        fields(std::move(fields_)),
         doc(doc_) {}
   const char* type;
   const char* name;
@@ -133,38 +147,25 @@ struct SchemaParts {
 
 constexpr int kDefaultTimePrecision = 6;
 
-int TimePrecision(const PgType& t) {
-  return t.precision < 0 ? kDefaultTimePrecision : t.precision;
-}
+int TimePrecision(const PgType& t) { return t.precision < 0 ? kDefaultTimePrecision : t.precision; }
 
 SchemaParts ScalarSchema(const PgType& t, const ColumnModes& m) {
   const bool native = KindNative(t.kind, m);
   switch (t.kind) {
-    case PgKind::kString:
-      return {"string"};
-    case PgKind::kUuid:
-      return {"string", "io.debezium.data.Uuid"};
-    case PgKind::kJson:
-      return {"string", "io.debezium.data.Json"};
-    case PgKind::kInt16:
-      return {"int16"};
-    case PgKind::kInt32:
-      return {"int32"};
-    case PgKind::kInt64:
-      return {"int64"};
-    case PgKind::kFloat32:
-      return {"float"};
-    case PgKind::kFloat64:
-      return {"double"};
-    case PgKind::kBoolean:
-      return {"boolean"};
+    case PgKind::kString: return {"string"};
+    case PgKind::kUuid: return {"string", "io.debezium.data.Uuid"};
+    case PgKind::kJson: return {"string", "io.debezium.data.Json"};
+    case PgKind::kInt16: return {"int16"};
+    case PgKind::kInt32: return {"int32"};
+    case PgKind::kInt64: return {"int64"};
+    case PgKind::kFloat32: return {"float"};
+    case PgKind::kFloat64: return {"double"};
+    case PgKind::kBoolean: return {"boolean"};
     case PgKind::kNumeric:
       switch (m.decimal) {
         case DecimalMode::kNative:
-        case DecimalMode::kDouble:
-          return {"double"};
-        case DecimalMode::kString:
-          return {"string"};
+        case DecimalMode::kDouble: return {"double"};
+        case DecimalMode::kString: return {"string"};
         case DecimalMode::kPrecise:
           if (t.scale < 0) {
             return {"struct", "io.debezium.data.VariableScaleDecimal", "",
@@ -178,7 +179,8 @@ SchemaParts ScalarSchema(const PgType& t, const ColumnModes& m) {
       }
       break;
     case PgKind::kBytea:
-      return {m.binary == BinaryMode::kNative || m.binary == BinaryMode::kBytes ? "bytes" : "string"};
+      return {m.binary == BinaryMode::kNative || m.binary == BinaryMode::kBytes ? "bytes"
+                                                                                : "string"};
     case PgKind::kDate:
       if (native) return {"string"};
       if (m.time == TimeMode::kConnect) return {"int32", "org.apache.kafka.connect.data.Date"};
@@ -494,7 +496,7 @@ struct Datum {
   Datum(Kind kind_, std::string text_ = {}, int64_t integer_ = 0)
       : kind(kind_), text(std::move(text_)), integer(integer_) {}
   Kind kind = Kind::kNull;
-  std::string text;   // kString, kBytes (raw), kFloat (Java's text), kRawJson
+  std::string text;     // kString, kBytes (raw), kFloat (Java's text), kRawJson
   int64_t integer = 0;  // kInteger; kVariableScale's scale
   bool boolean = false;
 };
@@ -520,14 +522,14 @@ Result<Datum> NumericDatum(const Column& column, const PgType& t, const ColumnMo
     case DecimalMode::kDouble: {
       if (special) return Datum{Datum::Kind::kFloat, *special};
       double v = 0;
-      const auto res = std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
+      const auto res =
+          std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
       if (res.ec != std::errc() || res.ptr != column.text.data() + column.text.size())
         return Fail(column, "a number");
       return Datum{Datum::Kind::kFloat, JavaFloatText(v)};
     }
     case DecimalMode::kPrecise:
-    case DecimalMode::kNative:
-      break;
+    case DecimalMode::kNative: break;
   }
   // Debezium cannot hold NaN or Infinity in a Decimal: it logs an error and writes null.
   if (special) return Datum{};
@@ -659,8 +661,7 @@ Result<Datum> TemporalDatum(const Column& column, const PgType& t, const ColumnM
       }
       return IntDatum(micros);
     }
-    default:
-      break;
+    default: break;
   }
   return StringDatum(column.text);
 }
@@ -686,7 +687,8 @@ Result<Datum> ScalarDatum(const Column& column, const PgType& t, const ColumnMod
     case PgKind::kInt32:
     case PgKind::kInt64: {
       int64_t v = 0;
-      const auto res = std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
+      const auto res =
+          std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
       if (res.ec != std::errc() || res.ptr != column.text.data() + column.text.size())
         return Fail(column, "an integer");
       return IntDatum(v);
@@ -695,7 +697,8 @@ Result<Datum> ScalarDatum(const Column& column, const PgType& t, const ColumnMod
     case PgKind::kFloat64: {
       if (auto special = SpecialNumber(column.text)) return Datum{Datum::Kind::kFloat, *special};
       double v = 0;
-      const auto res = std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
+      const auto res =
+          std::from_chars(column.text.data(), column.text.data() + column.text.size(), v);
       if (res.ec != std::errc() || res.ptr != column.text.data() + column.text.size())
         return Fail(column, "a number");
       return Datum{Datum::Kind::kFloat, t.kind == PgKind::kFloat32
@@ -707,17 +710,14 @@ Result<Datum> ScalarDatum(const Column& column, const PgType& t, const ColumnMod
       d.boolean = column.text == "true" || column.text == "t";
       return d;
     }
-    case PgKind::kNumeric:
-      return NumericDatum(column, t, m);
+    case PgKind::kNumeric: return NumericDatum(column, t, m);
     case PgKind::kBytea: {
       auto bytes = DecodeByteaHex(column.text);
       if (!bytes) return Fail(column, "bytea hex");
       switch (m.binary) {
         case BinaryMode::kNative:
-        case BinaryMode::kBytes:
-          return Datum{Datum::Kind::kBytes, std::move(*bytes)};
-        case BinaryMode::kBase64:
-          return StringDatum(Base64(*bytes));
+        case BinaryMode::kBytes: return Datum{Datum::Kind::kBytes, std::move(*bytes)};
+        case BinaryMode::kBase64: return StringDatum(Base64(*bytes));
         case BinaryMode::kBase64UrlSafe: {
           std::string s = Base64(*bytes);
           for (char& c : s) c = c == '+' ? '-' : c == '/' ? '_' : c;
@@ -739,25 +739,17 @@ Result<Datum> ScalarDatum(const Column& column, const PgType& t, const ColumnMod
     case PgKind::kTimestamp:
     case PgKind::kTimestampTz:
     case PgKind::kTimeTz:
-    case PgKind::kInterval:
-      return TemporalDatum(column, t, m);
-    default:
-      break;
+    case PgKind::kInterval: return TemporalDatum(column, t, m);
+    default: break;
   }
   return StringDatum(column.text);
 }
 
 void WriteDatum(const Datum& d, JsonWriter& w) {
   switch (d.kind) {
-    case Datum::Kind::kNull:
-      w.Null();
-      return;
-    case Datum::Kind::kString:
-      WriteJsonString(w, d.text);
-      return;
-    case Datum::Kind::kInteger:
-      w.Int64(d.integer);
-      return;
+    case Datum::Kind::kNull: w.Null(); return;
+    case Datum::Kind::kString: WriteJsonString(w, d.text); return;
+    case Datum::Kind::kInteger: w.Int64(d.integer); return;
     case Datum::Kind::kFloat:
       // Jackson quotes NaN and the infinities.
       if (SpecialNumber(d.text)) {
@@ -766,12 +758,8 @@ void WriteDatum(const Datum& d, JsonWriter& w) {
         w.RawValue(d.text.data(), d.text.size(), rapidjson::kNumberType);
       }
       return;
-    case Datum::Kind::kBoolean:
-      w.Bool(d.boolean);
-      return;
-    case Datum::Kind::kBytes:
-      w.String(Base64(d.text));
-      return;
+    case Datum::Kind::kBoolean: w.Bool(d.boolean); return;
+    case Datum::Kind::kBytes: w.String(Base64(d.text)); return;
     case Datum::Kind::kVariableScale:
       w.StartObject();
       w.Key("scale");
@@ -994,14 +982,9 @@ Result<ConnectValue> ColumnConnectValue(const Column& column, const ColumnModes&
   auto d = ColumnDatum(column, t, modes);
   if (!d.ok()) return d.status();
   switch (d->kind) {
-    case Datum::Kind::kNull:
-      break;
-    case Datum::Kind::kInteger:
-      out.bytes = std::to_string(d->integer);
-      break;
-    case Datum::Kind::kBoolean:
-      out.bytes = d->boolean ? "true" : "false";
-      break;
+    case Datum::Kind::kNull: break;
+    case Datum::Kind::kInteger: out.bytes = std::to_string(d->integer); break;
+    case Datum::Kind::kBoolean: out.bytes = d->boolean ? "true" : "false"; break;
     case Datum::Kind::kVariableScale: {
       rapidjson::StringBuffer buffer;
       JsonWriter w(buffer);
@@ -1009,9 +992,7 @@ Result<ConnectValue> ColumnConnectValue(const Column& column, const ColumnModes&
       out.bytes = std::string(buffer.GetString(), buffer.GetSize());
       break;
     }
-    default:
-      out.bytes = d->text;
-      break;
+    default: out.bytes = d->text; break;
   }
   return out;
 }

@@ -130,8 +130,7 @@ class PatternTranslator {
   Status Step() {
     const char32_t c = Peek();
     switch (c) {
-      case '\\':
-        return Escape();
+      case '\\': return Escape();
       case '[':
         out_ += L'[';
         ++pos_;
@@ -142,8 +141,7 @@ class PatternTranslator {
         in_class_ = true;
         class_first_ = true;
         return Status::Ok();
-      case '(':
-        return Group();
+      case '(': return Group();
       case '.':
         out_ += kJavaDot;
         ++pos_;
@@ -158,8 +156,7 @@ class PatternTranslator {
         out_ += static_cast<wchar_t>(c);
         ++pos_;
         return AfterQuantifier();
-      case '{':
-        return Braces();
+      case '{': return Braces();
       default:
         // `]` and `}` outside a class are literals in Java; everything else maps one to one.
         if (c == ']' || c == '}') {
@@ -271,9 +268,8 @@ class PatternTranslator {
       return Status::Ok();
     }
     if (kind == '>') return Error("atomic groups ((?>...)) are not supported");
-    return Error(
-        "inline flags and group constructs other than (?: (?= (?! (?<name> and a "
-        "leading (?i) are not supported");
+    return Error("inline flags and group constructs other than (?: (?= (?! (?<name> and a "
+                 "leading (?i) are not supported");
   }
 
   Status Escape() {
@@ -282,30 +278,15 @@ class PatternTranslator {
     pos_ += 2;
     if (c >= '1' && c <= '9') return Backreference(static_cast<int>(c - '0'));
     switch (c) {
-      case 't':
-        EmitLiteral(0x09);
-        return Status::Ok();
-      case 'n':
-        EmitLiteral(0x0A);
-        return Status::Ok();
-      case 'r':
-        EmitLiteral(0x0D);
-        return Status::Ok();
-      case 'f':
-        EmitLiteral(0x0C);
-        return Status::Ok();
-      case 'a':
-        EmitLiteral(0x07);
-        return Status::Ok();
-      case 'e':
-        EmitLiteral(0x1B);
-        return Status::Ok();
-      case '0':
-        return Octal();
-      case 'x':
-        return HexEscape();
-      case 'u':
-        return UnicodeEscape();
+      case 't': EmitLiteral(0x09); return Status::Ok();
+      case 'n': EmitLiteral(0x0A); return Status::Ok();
+      case 'r': EmitLiteral(0x0D); return Status::Ok();
+      case 'f': EmitLiteral(0x0C); return Status::Ok();
+      case 'a': EmitLiteral(0x07); return Status::Ok();
+      case 'e': EmitLiteral(0x1B); return Status::Ok();
+      case '0': return Octal();
+      case 'x': return HexEscape();
+      case 'u': return UnicodeEscape();
       case 'c':
         if (!Has(0)) return Error("\\c must be followed by a character");
         EmitLiteral(Peek() ^ 64);
@@ -321,10 +302,8 @@ class PatternTranslator {
         out_ += L'\\';
         out_ += static_cast<wchar_t>(c);
         return Status::Ok();
-      case 'Q':
-        return Quote();
-      default:
-        break;
+      case 'Q': return Quote();
+      default: break;
     }
     if (in_class_) {
       if (IsAsciiAlpha(c)) return UnsupportedEscape(c);
@@ -337,19 +316,11 @@ class PatternTranslator {
         out_ += L'\\';
         out_ += static_cast<wchar_t>(c);
         return Status::Ok();
-      case 'A':
-        out_ += L'^';
-        return Status::Ok();
-      case 'z':
-        out_ += L'$';
-        return Status::Ok();
-      case 'Z':
-        out_ += kJavaEnd;
-        return Status::Ok();
-      case 'k':
-        return NamedBackreference();
-      default:
-        break;
+      case 'A': out_ += L'^'; return Status::Ok();
+      case 'z': out_ += L'$'; return Status::Ok();
+      case 'Z': out_ += kJavaEnd; return Status::Ok();
+      case 'k': return NamedBackreference();
+      default: break;
     }
     // Java reads a backslash before any non-letter as "this character literally".
     if (IsAsciiAlpha(c)) return UnsupportedEscape(c);

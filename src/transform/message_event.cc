@@ -136,9 +136,8 @@ class DecodeMessageContentTransform final : public Transform {
 
   Result<TransformOutcome> Apply(Record& record) override {
     if (record.message == nullptr) return TransformOutcome::kKeep;
-    WALRELAY_RETURN_IF_ERROR(DecodeMessageContent(*record.message, record.source.xid,
-                                                  record.source.commit_time_ms, include_nulls_,
-                                                  row_));
+    WALRELAY_RETURN_IF_ERROR(DecodeMessageContent(
+        *record.message, record.source.xid, record.source.commit_time_ms, include_nulls_, row_));
     // Debezium's transform clears the key (the prefix) and makes the value an insert.
     record.key.reset();
     record.value.reset();

@@ -58,7 +58,7 @@ struct RouterConfig {
   bool keep_json_nulls = false;         // table.json.payload.null.behavior=optional_bytes
   bool keep_empty_json_arrays = false;  // table.json.payload.empty.array.behavior=optional_string
   NameAdjustment name_adjustment = NameAdjustment::kNone;
-  std::string trace_context_column;   // tracing.span.context.field
+  std::string trace_context_column;     // tracing.span.context.field
   bool trace_only_with_context = true;  // tracing.with.context.field.only
 
   // Full key names, for record-level messages.
@@ -198,8 +198,7 @@ Status RejectRemovedKeys(const Properties& props) {
 // (trace_context.h). tracing.operation.name names Debezium's span, which walrelay does not
 // create, so it is only accepted. Other tracing.* keys are accepted as Debezium accepts them.
 Status ReadTracingKeys(const Properties& props, RouterConfig& config) {
-  config.trace_context_column =
-      props.GetString("tracing.span.context.field", "tracingspancontext");
+  config.trace_context_column = props.GetString("tracing.span.context.field", "tracingspancontext");
   props.Has("tracing.operation.name");
   // Debezium's EventRouter turns this on when the key is absent, although the key's own
   // default is false: only rows that carry a context are traced unless it is set to false.
@@ -495,29 +494,19 @@ class ExpandedJsonWriter {
 
   void Write(const JsonNode& node) {
     switch (node.type) {
-      case JsonNode::Type::kNull:
-        writer_.Null();
-        return;
-      case JsonNode::Type::kFalse:
-        writer_.Bool(false);
-        return;
-      case JsonNode::Type::kTrue:
-        writer_.Bool(true);
-        return;
+      case JsonNode::Type::kNull: writer_.Null(); return;
+      case JsonNode::Type::kFalse: writer_.Bool(false); return;
+      case JsonNode::Type::kTrue: writer_.Bool(true); return;
       case JsonNode::Type::kNumber:
         writer_.RawValue(node.text.data(), node.text.size(), rapidjson::kNumberType);
         return;
-      case JsonNode::Type::kString:
-        WriteJsonString(writer_, node.text);
-        return;
+      case JsonNode::Type::kString: WriteJsonString(writer_, node.text); return;
       case JsonNode::Type::kArray:
         writer_.StartArray();
         for (const auto& e : node.elements) Write(e);
         writer_.EndArray();
         return;
-      case JsonNode::Type::kObject:
-        WriteObject(node);
-        return;
+      case JsonNode::Type::kObject: WriteObject(node); return;
     }
   }
 
@@ -564,7 +553,7 @@ struct InferredSchema {
   enum class Type { kString, kBoolean, kInt32, kInt64, kFloat64, kBytes, kArray, kStruct };
   Type type = Type::kString;
   bool optional = true;  // false only for merged array elements (SchemaUtil.copySchemaBasics)
-  std::optional<std::string> name;  // structs: the member path
+  std::optional<std::string> name;    // structs: the member path
   std::vector<InferredField> fields;  // structs: the members, in order
   std::vector<InferredSchema> items;  // arrays: the one element schema
 
@@ -654,12 +643,9 @@ class SchemaInference {
   std::optional<InferredSchema> Infer(const std::optional<std::string>& key, const JsonNode& node) {
     InferredSchema s;
     switch (node.type) {
-      case JsonNode::Type::kString:
-        return s;
+      case JsonNode::Type::kString: return s;
       case JsonNode::Type::kTrue:
-      case JsonNode::Type::kFalse:
-        s.type = Type::kBoolean;
-        return s;
+      case JsonNode::Type::kFalse: s.type = Type::kBoolean; return s;
       case JsonNode::Type::kNumber: {
         auto type = NumberType(node.text);
         if (!type) {
@@ -721,8 +707,7 @@ class SchemaInference {
     for (const JsonNode& e : array.elements) {
       if (e.type == JsonNode::Type::kNull) continue;
       if (sample == nullptr) sample = &e;
-      const bool same_kind = e.type == sample->type ||
-                             (IsBool(e) && IsBool(*sample));
+      const bool same_kind = e.type == sample->type || (IsBool(e) && IsBool(*sample));
       if (!same_kind) return std::nullopt;
       if (e.type == JsonNode::Type::kNumber) {
         auto type = NumberType(e.text);
@@ -780,15 +765,11 @@ class SchemaInference {
   // out). Names are looked up as written, as Debezium does.
   bool Fits(const JsonNode& node, const InferredSchema& schema) const {
     switch (node.type) {
-      case JsonNode::Type::kNull:
-        return schema.optional;
-      case JsonNode::Type::kString:
-        return schema.type == Type::kString;
+      case JsonNode::Type::kNull: return schema.optional;
+      case JsonNode::Type::kString: return schema.type == Type::kString;
       case JsonNode::Type::kTrue:
-      case JsonNode::Type::kFalse:
-        return schema.type == Type::kBoolean;
-      case JsonNode::Type::kNumber:
-        return NumberType(node.text) == schema.type;
+      case JsonNode::Type::kFalse: return schema.type == Type::kBoolean;
+      case JsonNode::Type::kNumber: return NumberType(node.text) == schema.type;
       case JsonNode::Type::kArray:
         if (schema.type != Type::kArray) return false;
         for (const JsonNode& e : node.elements)
@@ -829,10 +810,8 @@ class OutboxEventRouter final : public Transform {
     // Not a row change (or already rewritten): Debezium passes non-Envelope records through.
     if (record.change == nullptr) return TransformOutcome::kKeep;
     switch (record.source.op) {
-      case ChangeOp::kInsert:
-        return Route(record, *record.change);
-      case ChangeOp::kUpdate:
-        return UnexpectedUpdate(record);
+      case ChangeOp::kInsert: return Route(record, *record.change);
+      case ChangeOp::kUpdate: return UnexpectedUpdate(record);
       case ChangeOp::kDelete:
         spdlog::debug("{}: delete on {} at LSN {} dropped", alias_, record.source.table,
                       record.source.lsn.ToString());
@@ -842,8 +821,7 @@ class OutboxEventRouter final : public Transform {
         spdlog::debug("{}: truncate of {} at LSN {} dropped", alias_, record.source.table,
                       record.source.lsn.ToString());
         return TransformOutcome::kDrop;
-      case ChangeOp::kMessage:
-        return TransformOutcome::kKeep;
+      case ChangeOp::kMessage: return TransformOutcome::kKeep;
     }
     return TransformOutcome::kKeep;
   }
@@ -879,8 +857,7 @@ class OutboxEventRouter final : public Transform {
       case InvalidOpBehavior::kError:
         spdlog::error("{}: {}error, record dropped ({})", alias_, what, Where(record, event_id));
         return TransformOutcome::kDrop;
-      case InvalidOpBehavior::kFatal:
-        break;
+      case InvalidOpBehavior::kFatal: break;
     }
     return Fail(record, event_id, what + "fatal");
   }
@@ -907,10 +884,9 @@ class OutboxEventRouter final : public Transform {
                                         const std::optional<std::string>& event_id) const {
     if (payload.is_null()) return std::nullopt;
     if (payload.kind != ValueKind::kString || IsBytea(payload)) {
-      spdlog::warn(
-          "{}: JSON expansion is on but payload column '{}' has type '{}', not text; "
-          "payload kept as is ({})",
-          alias_, config_.payload_column, payload.type, Where(record, event_id));
+      spdlog::warn("{}: JSON expansion is on but payload column '{}' has type '{}', not text; "
+                   "payload kept as is ({})",
+                   alias_, config_.payload_column, payload.type, Where(record, event_id));
       return std::nullopt;
     }
     const std::string& text = payload.text;
@@ -939,10 +915,9 @@ class OutboxEventRouter final : public Transform {
                           std::to_string(ok.Offset());
     }
     // The payload text itself is not logged: it may hold personal data.
-    spdlog::warn(
-        "{}: JSON expansion of payload column '{}' failed, {}; payload kept as "
-        "unexpanded text ({})",
-        alias_, config_.payload_column, problem, Where(record, event_id));
+    spdlog::warn("{}: JSON expansion of payload column '{}' failed, {}; payload kept as "
+                 "unexpanded text ({})",
+                 alias_, config_.payload_column, problem, Where(record, event_id));
     return std::nullopt;
   }
 
@@ -966,13 +941,15 @@ class OutboxEventRouter final : public Transform {
       const std::string& name = *config_.schema_version_column;
       const Column* column = row.Find(name);
       if (column == nullptr) {
-        return Fail(record, event_id, "schema version column '" + name +
-                                          "' ('table.field.event.schema.version') is not in the row");
+        return Fail(record, event_id,
+                    "schema version column '" + name +
+                        "' ('table.field.event.schema.version') is not in the row");
       }
       if (column->type != "integer") {
-        return Fail(record, event_id, "schema version column '" + name +
-                                          "' ('table.field.event.schema.version') has type '" +
-                                          column->type + "'; only 'integer' is accepted");
+        return Fail(record, event_id,
+                    "schema version column '" + name +
+                        "' ('table.field.event.schema.version') has type '" + column->type +
+                        "'; only 'integer' is accepted");
       }
       if (!column->is_null()) version = column->text;
     }
@@ -982,8 +959,8 @@ class OutboxEventRouter final : public Transform {
       if (envelope_schema_names_.size() >= kTopicCacheLimit) envelope_schema_names_.clear();
       // A decoded logical decoding message has no table: its row schema is unnamed, and
       // Debezium names the envelope after the route value alone.
-      std::string name = row.table.empty() ? route.text
-                                           : record.topic + "." + route.text + ".Value";
+      std::string name =
+          row.table.empty() ? route.text : record.topic + "." + route.text + ".Value";
       cached = envelope_schema_names_.emplace(cache_key, std::move(name)).first;
     }
     auto field = [](std::string schema, const std::string& name) {
@@ -994,12 +971,14 @@ class OutboxEventRouter final : public Transform {
       return schema + ",\"field\":" + std::string(quoted.GetString(), quoted.GetSize()) + "}";
     };
     std::string fields = field(payload_schema, "payload");
-    for (const auto& [alias, column] : envelope) fields += "," + field(ColumnSchemaJson(*column, modes_), *alias);
+    for (const auto& [alias, column] : envelope)
+      fields += "," + field(ColumnSchemaJson(*column, modes_), *alias);
     rapidjson::StringBuffer name;
     JsonWriter writer(name);
     WriteJsonString(writer, cached->second);
-    std::string schema = "{\"type\":\"struct\",\"fields\":[" + fields + "],\"optional\":false,\"name\":" +
-                         std::string(name.GetString(), name.GetSize());
+    std::string schema =
+        "{\"type\":\"struct\",\"fields\":[" + fields +
+        "],\"optional\":false,\"name\":" + std::string(name.GetString(), name.GetSize());
     if (version) schema += ",\"version\":" + *version;
     return schema + "}";
   }
@@ -1067,8 +1046,8 @@ class OutboxEventRouter final : public Transform {
         if (timestamp_ms == -1) {
           timestamp_ms = 0;
         } else if (timestamp_ms < -1) {
-          return fail("timestamp column '" + name + "' ('" + config_.timestamp_key +
-                      "') holds '" + ts->text + "', " + std::to_string(timestamp_ms) +
+          return fail("timestamp column '" + name + "' ('" + config_.timestamp_key + "') holds '" +
+                      ts->text + "', " + std::to_string(timestamp_ms) +
                       " ms from the Unix epoch; a Kafka record timestamp cannot be before "
                       "1969-12-31 23:59:59.999 (Kafka Connect fails such a record too)");
         }
@@ -1111,9 +1090,7 @@ class OutboxEventRouter final : public Transform {
           headers.push_back(Header{field.alias, std::move(value->bytes), std::move(value->shape)});
           break;
         }
-        case Placement::kEnvelope:
-          envelope.emplace_back(&field.alias, column);
-          break;
+        case Placement::kEnvelope: envelope.emplace_back(&field.alias, column); break;
         case Placement::kPartition: {
           if (column->type != "integer") {
             return fail("partition column '" + field.column + "' ('" + config_.placement_key +
@@ -1158,8 +1135,7 @@ class OutboxEventRouter final : public Transform {
         if (expanded) {
           // A document Debezium infers no schema for is still expanded, with a null schema
           // (docs/event-router.md).
-          value_shape.type =
-              expanded->json[0] == '[' ? ConnectType::kArray : ConnectType::kStruct;
+          value_shape.type = expanded->json[0] == '[' ? ConnectType::kArray : ConnectType::kStruct;
           if (expanded->schema) value_shape.schema_json = std::move(*expanded->schema);
           value = std::move(expanded->json);
         } else {

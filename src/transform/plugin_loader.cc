@@ -21,7 +21,8 @@ std::string DlError() {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 std::string JoinDirs(const std::vector<std::string>& dirs) {
@@ -46,9 +47,11 @@ Result<std::shared_ptr<const PluginLibrary>> PluginLibrary::Load(const std::stri
   dlerror();
   void* symbol = dlsym(handle.get(), WALRELAY_TRANSFORM_ENTRY_SYMBOL);
   if (symbol == nullptr) {
-    return Status::Config("plugin file '" + path + "' has no '" WALRELAY_TRANSFORM_ENTRY_SYMBOL
+    return Status::Config("plugin file '" + path +
+                          "' has no '" WALRELAY_TRANSFORM_ENTRY_SYMBOL
                           "' symbol, so it is not a walrelay transform plugin (or it was built "
-                          "without WALRELAY_TRANSFORM_EXPORT): " + DlError());
+                          "without WALRELAY_TRANSFORM_EXPORT): " +
+                          DlError());
   }
   // POSIX guarantees that dlsym's result can be converted to the function pointer it names.
   const auto entry = reinterpret_cast<walrelay_transform_entry_fn>(symbol);
@@ -84,9 +87,8 @@ Status PluginLibrary::ReadDescriptor(const walrelay_transform_plugin& descriptor
   // host's extra fields zero, which means "not implemented".
   std::memcpy(&api_, &descriptor, std::min<size_t>(descriptor.struct_size, sizeof(api_)));
   api_.struct_size = sizeof(api_);
-  name_ = api_.name != nullptr && *api_.name != '\0'
-              ? api_.name
-              : std::filesystem::path(path_).stem().string();
+  name_ = api_.name != nullptr && *api_.name != '\0' ? api_.name
+                                                     : std::filesystem::path(path_).stem().string();
   version_ = api_.version != nullptr ? api_.version : "";
   std::string missing;
   if (api_.create == nullptr) missing += " create";
@@ -102,12 +104,14 @@ Result<std::string> PluginLoader::Resolve(const std::string& type) const {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (type.find('/') != std::string::npos) {
-    if (!fs::is_regular_file(type, ec)) return Status::Config("plugin file '" + type + "' does not exist");
+    if (!fs::is_regular_file(type, ec))
+      return Status::Config("plugin file '" + type + "' does not exist");
     return type;
   }
   const std::string file = EndsWith(type, ".so") ? type : type + ".so";
   if (plugin_path_.empty()) {
-    return Status::Config("'plugin.path' is not set, so no directory is searched for '" + file + "'");
+    return Status::Config("'plugin.path' is not set, so no directory is searched for '" + file +
+                          "'");
   }
   for (const auto& dir : plugin_path_) {
     const fs::path candidate = fs::path(dir) / file;

@@ -48,7 +48,8 @@ class PluginLibrary {
   };
   using DlHandle = std::unique_ptr<void, DlCloser>;
 
-  PluginLibrary(DlHandle handle, std::string path) : handle_(std::move(handle)), path_(std::move(path)) {}
+  PluginLibrary(DlHandle handle, std::string path)
+      : handle_(std::move(handle)), path_(std::move(path)) {}
   Status ReadDescriptor(const walrelay_transform_plugin& descriptor);
 
   DlHandle handle_;
@@ -61,7 +62,8 @@ class PluginLibrary {
 class PluginLoader {
  public:
   // `plugin_path`: the directories of `plugin.path`, in search order.
-  explicit PluginLoader(std::vector<std::string> plugin_path) : plugin_path_(std::move(plugin_path)) {}
+  explicit PluginLoader(std::vector<std::string> plugin_path)
+      : plugin_path_(std::move(plugin_path)) {}
 
   // The file `type` names (see above); an error lists the directories searched.
   Result<std::string> Resolve(const std::string& type) const;

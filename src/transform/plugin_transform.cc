@@ -98,9 +98,13 @@ class PluginTransform final : public Transform {
     std::vector<walrelay_config_entry> entries;
     entries.reserve(config.size());
     for (const auto& [key, value] : config) entries.push_back({key.c_str(), value.c_str()});
-    const walrelay_create_args args = {sizeof(walrelay_create_args), &kHostApi, host_.get(),
-                                       context_.connector_name.c_str(), alias_.c_str(),
-                                       entries.data(), entries.size()};
+    const walrelay_create_args args = {sizeof(walrelay_create_args),
+                                       &kHostApi,
+                                       host_.get(),
+                                       context_.connector_name.c_str(),
+                                       alias_.c_str(),
+                                       entries.data(),
+                                       entries.size()};
     error_[0] = '\0';
     void* instance = nullptr;
     const int rc = library_->api().create(&args, &instance, error_.data(), error_.size());
@@ -121,19 +125,15 @@ class PluginTransform final : public Transform {
       record.value_shape = ConnectShape{ConnectType::kStruct, ""};
       record.change = nullptr;
     }
-    const walrelay_source source = {sizeof(walrelay_source),
-                                    static_cast<int32_t>(record.source.op),
-                                    record.source.lsn.value(),
-                                    View(record.source.table),
-                                    record.source.commit_time_ms,
-                                    record.source.xid};
+    const walrelay_source source = {
+        sizeof(walrelay_source),      static_cast<int32_t>(record.source.op),
+        record.source.lsn.value(),    View(record.source.table),
+        record.source.commit_time_ms, record.source.xid};
     header_views_.clear();
     for (const auto& h : record.headers) header_views_.push_back({View(h.key), View(h.value)});
-    const walrelay_record in = {sizeof(walrelay_record), record.partition,
-                                View(record.topic),      View(record.key),
-                                View(record.value),      header_views_.data(),
-                                header_views_.size(),    record.timestamp_ms,
-                                &source};
+    const walrelay_record in = {sizeof(walrelay_record), record.partition,    View(record.topic),
+                                View(record.key),        View(record.value),  header_views_.data(),
+                                header_views_.size(),    record.timestamp_ms, &source};
     walrelay_record out = in;
     error_[0] = '\0';
     const int rc = library_->api().apply(instance_, &in, &out, error_.data(), error_.size());
@@ -144,10 +144,8 @@ class PluginTransform final : public Transform {
         Store(std::move(output).value(), record);
         return TransformOutcome::kKeep;
       }
-      case WALRELAY_DROP:
-        return TransformOutcome::kDrop;
-      case WALRELAY_ERROR:
-        return Failure(record, "failed the record: " + ErrorText());
+      case WALRELAY_DROP: return TransformOutcome::kDrop;
+      case WALRELAY_ERROR: return Failure(record, "failed the record: " + ErrorText());
       default:
         return Failure(record, "returned unknown status " + std::to_string(rc) +
                                    " (treated as a failure): " + ErrorText());

@@ -14,7 +14,9 @@ class TopicNameMatches final : public Predicate {
  public:
   explicit TopicNameMatches(TopicRegex pattern) : pattern_(std::move(pattern)) {}
   // A match of the whole name, as Java's Matcher.matches().
-  bool Test(const Record& record) const override { return pattern_.Apply(record.topic).has_value(); }
+  bool Test(const Record& record) const override {
+    return pattern_.Apply(record.topic).has_value();
+  }
 
  private:
   TopicRegex pattern_;

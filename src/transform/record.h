@@ -4,8 +4,9 @@
 // the structured Debezium change event; a transform that rewrites the value (the event router)
 // sets `value` and clears `change`. A transactional logical decoding message becomes a Record
 // whose value is already its serialized Debezium message event and whose `message` points at
-// the message, for the transform that decodes its content (transform/message_event.h). Key and value are bytes exactly as they go to Kafka;
-// std::nullopt means a null key / null value (a tombstone).
+// the message, for the transform that decodes its content (transform/message_event.h). Key and
+// value are bytes exactly as they go to Kafka; std::nullopt means a null key / null value (a
+// tombstone).
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,18 @@ namespace walrelay {
 // stay walrelay's own rendering: text for strings, numbers and booleans (their decimal or
 // "true"/"false" text), raw bytes for kBytes, JSON text for kStruct/kArray/kMap.
 enum class ConnectType : uint8_t {
-  kString, kBytes, kInt8, kInt16, kInt32, kInt64, kFloat32, kFloat64, kBoolean, kStruct, kArray, kMap,
+  kString,
+  kBytes,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat32,
+  kFloat64,
+  kBoolean,
+  kStruct,
+  kArray,
+  kMap,
 };
 
 struct ConnectShape {
@@ -38,13 +50,13 @@ struct ConnectShape {
 struct Header {
   std::string key;
   std::optional<std::string> value;  // nullopt = null header value
-  ConnectShape shape{};  // braced so that {key, value} still initialises a whole Header
+  ConnectShape shape{};              // braced so that {key, value} still initialises a whole Header
 };
 
 // Where the record came from, for error messages, dead-letter headers and plugins.
 struct SourceInfo {
-  Lsn lsn;          // LSN of the row change (or logical decoding message)
-  std::string table;  // "schema.table"; empty for a logical decoding message
+  Lsn lsn;                     // LSN of the row change (or logical decoding message)
+  std::string table;           // "schema.table"; empty for a logical decoding message
   std::string message_prefix;  // a logical decoding message's prefix
   int64_t commit_time_ms = 0;
   ChangeOp op = ChangeOp::kInsert;

@@ -43,8 +43,8 @@ typedef struct upper {
 
 static upper the_instance;
 
-static walrelay_status upper_create(const walrelay_create_args *args, void **instance,
-                                    char *error, size_t error_size) {
+static walrelay_status upper_create(const walrelay_create_args *args, void **instance, char *error,
+                                    size_t error_size) {
   if (args->config_count != 0) {
     snprintf(error, error_size, "unknown key '%s'", args->config[0].key);
     return WALRELAY_ERROR;
@@ -68,9 +68,13 @@ static walrelay_status upper_apply(void *instance, const walrelay_record *in, wa
 
 static void upper_destroy(void *instance) { (void)instance; }
 
-static const walrelay_transform_plugin kUpper = {
-    sizeof(walrelay_transform_plugin), WALRELAY_TRANSFORM_ABI_VERSION, "upper", "1",
-    upper_create, upper_apply, upper_destroy};
+static const walrelay_transform_plugin kUpper = {sizeof(walrelay_transform_plugin),
+                                                 WALRELAY_TRANSFORM_ABI_VERSION,
+                                                 "upper",
+                                                 "1",
+                                                 upper_create,
+                                                 upper_apply,
+                                                 upper_destroy};
 
 const walrelay_transform_plugin *walrelay_transform_entry(uint32_t host_abi_version) {
   return host_abi_version == WALRELAY_TRANSFORM_ABI_VERSION ? &kUpper : NULL;
@@ -87,8 +91,15 @@ int main(void) {
                                  host_log};
   const walrelay_create_args args = {sizeof(walrelay_create_args), &api, NULL, "c", "up", NULL, 0};
   const walrelay_source source = {sizeof(walrelay_source), WALRELAY_OP_INSERT, 1, {"s.t", 3}, 0, 1};
-  const walrelay_record in = {sizeof(walrelay_record), WALRELAY_PARTITION_ANY, {"orders", 6},
-                              {NULL, 0}, {"{}", 2}, NULL, 0, 0, &source};
+  const walrelay_record in = {sizeof(walrelay_record),
+                              WALRELAY_PARTITION_ANY,
+                              {"orders", 6},
+                              {NULL, 0},
+                              {"{}", 2},
+                              NULL,
+                              0,
+                              0,
+                              &source};
   walrelay_record out = in;
   char error[WALRELAY_ERROR_SIZE_MIN] = "";
   void *instance = NULL;

@@ -49,9 +49,8 @@ std::string States(const std::vector<wc::Claim>& claims) {
   return out;
 }
 
-TEST_CASE(
-    "PostgresStore batches: claims answer as Acquire does; a failed handler undoes only "
-    "itself and gives the later claims back uncounted") {
+TEST_CASE("PostgresStore batches: claims answer as Acquire does; a failed handler undoes only "
+          "itself and gives the later claims back uncounted") {
   ConsumerFixture f;
   auto store = f.Store();
   auto other = f.Store();
@@ -97,10 +96,9 @@ TEST_CASE(
   // a's row and mark committed; b's row rolled back to its savepoint; c, d not run.
   CHECK(f.Value("SELECT string_agg(key, ',' ORDER BY key) FROM effects") == "a");
   auto state = [&](const std::string& key) {
-    return f.Value(
-        "SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
-        "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
-        key + "'");
+    return f.Value("SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
+                   "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
+                   key + "'");
   };
   CHECK(state("a") == "COMPLETED/1/-");
   CHECK(state("b") == "PENDING/1/me");  // the consumer releases it when it retries
@@ -108,9 +106,8 @@ TEST_CASE(
   CHECK(state("d") == "PENDING/0/-");
 }
 
-TEST_CASE(
-    "PostgresStore batches: a deferred constraint failing at COMMIT sends the batch "
-    "record by record") {
+TEST_CASE("PostgresStore batches: a deferred constraint failing at COMMIT sends the batch "
+          "record by record") {
   ConsumerFixture f;
   f.Exec("CREATE TABLE uniq (v text, CONSTRAINT uniq_v UNIQUE (v) DEFERRABLE INITIALLY DEFERRED)");
   f.Exec("INSERT INTO uniq VALUES ('taken')");
@@ -134,17 +131,15 @@ TEST_CASE(
                 "locked_by IS NULL") == 3);
 }
 
-TEST_CASE(
-    "PostgresStore batches: a handler that ends the batch's transaction; a COMMIT keeps the "
-    "earlier records with their marks, a ROLLBACK sends the batch record by record") {
+TEST_CASE("PostgresStore batches: a handler that ends the batch's transaction; a COMMIT keeps the "
+          "earlier records with their marks, a ROLLBACK sends the batch record by record") {
   ConsumerFixture f;
   auto store = f.Store();
   const std::vector<wc::Message> m = {Msg(0), Msg(1), Msg(2)};
   auto state = [&](const std::string& key) {
-    return f.Value(
-        "SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
-        "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
-        key + "'");
+    return f.Value("SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
+                   "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
+                   key + "'");
   };
   for (const std::string end : {"COMMIT", "  rollback"}) {
     CAPTURE(end);
@@ -181,9 +176,8 @@ TEST_CASE(
   }
 }
 
-TEST_CASE(
-    "RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
-    "per record; the claims after a failure are given back uncounted") {
+TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
+          "per record; the claims after a failure are given back uncounted") {
   auto redis = StartRedis();
   auto store = ConnectRedis(*redis);
   auto other = ConnectRedis(*redis);
@@ -235,9 +229,8 @@ TEST_CASE(
   CHECK(field("d", "attempts") == "0");
 }
 
-TEST_CASE(
-    "Consumer batches: outcomes in partition order, a retried record in place, a key "
-    "twice in one batch, every effect once (PostgreSQL and Redis)") {
+TEST_CASE("Consumer batches: outcomes in partition order, a retried record in place, a key "
+          "twice in one batch, every effect once (PostgreSQL and Redis)") {
   ConsumerFixture f;
   REQUIRE(f.kafka().CreateTopic("orders", 2, 1).ok());
   auto redis = StartRedis();
@@ -315,9 +308,8 @@ TEST_CASE(
   CHECK(order[1] == expected(1));
 }
 
-TEST_CASE(
-    "Consumer: waiting on a key held by a stuck handler keeps the group membership "
-    "(no max.poll.interval.ms eviction)") {
+TEST_CASE("Consumer: waiting on a key held by a stuck handler keeps the group membership "
+          "(no max.poll.interval.ms eviction)") {
   ConsumerFixture f;
   REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
   auto redis = StartRedis();
@@ -455,10 +447,9 @@ void PayloadMismatchRun(ConsumerFixture& f, wc::IdempotencyStore& store, bool po
   }
 }
 
-TEST_CASE(
-    "Consumer: a key that comes back with another payload is dead-lettered as "
-    "payload-mismatch (or skipped when configured), counted and logged naming the key; "
-    "the metrics count it") {
+TEST_CASE("Consumer: a key that comes back with another payload is dead-lettered as "
+          "payload-mismatch (or skipped when configured), counted and logged naming the key; "
+          "the metrics count it") {
   ConsumerFixture f;
   auto redis = StartRedis();
   SUBCASE("PostgreSQL") {

@@ -103,10 +103,12 @@ class RunningConsumer {
 class ConsumerFixture : public RelayFixture {
  public:
   ConsumerFixture() {
-    const std::string sql = devtools::ReadFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/consumer.sql");
+    const std::string sql =
+        devtools::ReadFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/consumer.sql");
     REQUIRE(!sql.empty());
     Exec(sql);
-    Exec("CREATE TABLE effects (key text NOT NULL, note text, at timestamptz DEFAULT clock_timestamp())");
+    Exec("CREATE TABLE effects (key text NOT NULL, note text, at timestamptz DEFAULT "
+         "clock_timestamp())");
     producer_ = std::make_unique<TestProducer>(kafka().bootstrap_servers());
   }
 
@@ -132,8 +134,10 @@ class ConsumerFixture : public RelayFixture {
     o.backoff_initial = 20ms;
     o.backoff_max = 100ms;
     o.store_retry_backoff = 100ms;
-    o.kafka_properties = {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"},
-                          {"fetch.wait.max.ms", "50"}, {"topic.metadata.refresh.interval.ms", "500"}};
+    o.kafka_properties = {{"session.timeout.ms", "6000"},
+                          {"heartbeat.interval.ms", "500"},
+                          {"fetch.wait.max.ms", "50"},
+                          {"topic.metadata.refresh.interval.ms", "500"}};
     const auto start = std::chrono::steady_clock::now();
     o.log = [name, start](wc::LogLevel level, const std::string& line) {
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -49,8 +49,10 @@ std::string Field(const devtools::DynaliteSandbox& server, const std::string& ke
   wc::DynamoClient client(o);
   auto r = client.Call("GetItem",
                        "{\"TableName\":\"walrelay_consumer_keys\",\"Key\":{\"consumer\":{\"S\":"
-                       "\"svc\"},\"idempotency_key\":{\"S\":\"" + key + "\"}},"
-                       "\"ConsistentRead\":true}");
+                       "\"svc\"},\"idempotency_key\":{\"S\":\"" +
+                           key +
+                           "\"}},"
+                           "\"ConsistentRead\":true}");
   REQUIRE_MESSAGE(r.ok(), r.status().ToString());
   REQUIRE_MESSAGE(r->error_type.empty(), r->error_type << ": " << r->error_message);
   const rapidjson::Value* item = wc::JsonMember(r->body, "Item");
@@ -121,10 +123,12 @@ TEST_CASE("DynamoStore: acquired, conflict, stale takeover, duplicate, released 
 
   // TAKEN_OVER once the lease has ended; the fencing token grows.
   Result<wc::Claim> taken = Status::Internal("not run");
-  REQUIRE(WaitUntil([&] {
-    taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-    return taken.ok() && taken->state != wc::Claim::State::kConflict;
-  }, 5s));
+  REQUIRE(WaitUntil(
+      [&] {
+        taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+        return taken.ok() && taken->state != wc::Claim::State::kConflict;
+      },
+      5s));
   CHECK(taken->state == wc::Claim::State::kTakenOver);
   CHECK(taken->previous_owner == "owner-a");
   CHECK(taken->attempts == 2);
@@ -194,10 +198,12 @@ TEST_CASE("DynamoStore: an item past its TTL counts as absent; the fencing token
   // dynalite never deletes expired items (nor does DynamoDB at once): the store must not
   // take the stale COMPLETED item for a duplicate once its retention is over.
   Result<wc::Claim> c = Status::Internal("not run");
-  REQUIRE(WaitUntil([&] {
-    c = store->Acquire("svc", "k", "owner-b", 10s, Msg("new"));
-    return c.ok() && c->state != wc::Claim::State::kDuplicate;
-  }, 5s));
+  REQUIRE(WaitUntil(
+      [&] {
+        c = store->Acquire("svc", "k", "owner-b", 10s, Msg("new"));
+        return c.ok() && c->state != wc::Claim::State::kDuplicate;
+      },
+      5s));
   CHECK(c->state == wc::Claim::State::kAcquired);
   CHECK(c->attempts == 1);
   CHECK(c->fencing_token == 2);
@@ -206,9 +212,8 @@ TEST_CASE("DynamoStore: an item past its TTL counts as absent; the fencing token
   CHECK(Field(*server, "k", "owner") == "owner-b");
 }
 
-TEST_CASE(
-    "DynamoStore fencing: a handler stalled past its lease while another member claims the "
-    "key: exactly one completes, the stale one's mark is refused") {
+TEST_CASE("DynamoStore fencing: a handler stalled past its lease while another member claims the "
+          "key: exactly one completes, the stale one's mark is refused") {
   auto server = StartDynalite();
   // A stalled process renews nothing: member A's renewal is off, as if its process paused.
   auto stalled = StoreOptions(*server);
@@ -358,9 +363,8 @@ TEST_CASE(
   CHECK(HeaderOf((*dlq)[1], "__walrelay.consumer.key") == "m-3");
 }
 
-TEST_CASE(
-    "Consumer + DynamoStore: a member that crashed holding a key, then a redelivery of "
-    "everything: every effect once") {
+TEST_CASE("Consumer + DynamoStore: a member that crashed holding a key, then a redelivery of "
+          "everything: every effect once") {
   ConsumerFixture f;
   auto server = StartDynalite();
   auto store = Connect(*server);

@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   int redis_port = 0, commit_interval_ms = 0, lease_ms = 30000;
   std::vector<std::string> kafka;
   app.add_option("--store", store_kind, "postgres or redis")->capture_default_str();
-  app.add_option("--conninfo", conninfo, "PostgreSQL: the effects table (and the postgres store)")->required();
+  app.add_option("--conninfo", conninfo, "PostgreSQL: the effects table (and the postgres store)")
+      ->required();
   app.add_option("--redis-port", redis_port, "redis-server on 127.0.0.1");
   app.add_option("--bootstrap-servers", bootstrap, "Kafka bootstrap servers")->required();
   app.add_option("--topic", topic, "topic to consume")->required();
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   options.store_retry_backoff = std::chrono::milliseconds(200);
   for (const auto& kv : kafka) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) return Log(wc::LogLevel::kError, "bad --kafka " + kv), 2;
+    if (eq == std::string::npos || eq == 0)
+      return Log(wc::LogLevel::kError, "bad --kafka " + kv), 2;
     options.kafka_properties[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   options.log = Log;

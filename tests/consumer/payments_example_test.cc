@@ -22,13 +22,12 @@ class PaymentsFixture : public ConsumerFixture {
   std::unique_ptr<devtools::ChildProcess> StartPayments(const std::vector<std::string>& extra,
                                                         std::string& log) {
     log = pg().base_dir() + "/payments-" + std::to_string(++runs_) + ".log";
-    std::vector<std::string> argv = {WALRELAY_PAYMENTS_EXAMPLE, "--conninfo", payments_conninfo_,
-                                     "--bootstrap-servers", kafka().bootstrap_servers(),
-                                     "--init-schema",
-                                     // A killed member must leave the group quickly.
-                                     "--kafka", "session.timeout.ms=6000",
-                                     "--kafka", "heartbeat.interval.ms=500",
-                                     "--kafka", "fetch.wait.max.ms=50"};
+    std::vector<std::string> argv = {
+        WALRELAY_PAYMENTS_EXAMPLE, "--conninfo", payments_conninfo_, "--bootstrap-servers",
+        kafka().bootstrap_servers(), "--init-schema",
+        // A killed member must leave the group quickly.
+        "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=500", "--kafka",
+        "fetch.wait.max.ms=50"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto child = devtools::ChildProcess::Spawn(argv, log);
     REQUIRE_MESSAGE(child.ok(), child.status().ToString());
@@ -60,9 +59,14 @@ TEST_CASE("payments example: order outbox -> walrelay -> payments -> payments ou
   std::string log;
   auto payments = f.StartPayments({}, log);
   // The example creates its tables; the second relay needs them before it starts.
-  REQUIRE_MESSAGE(WaitUntil([&] {
-    return f.PaymentsValue("SELECT to_regclass('public.walrelay_consumer_keys')::text") != "(null)";
-  }, 20s), devtools::ReadFile(log));
+  REQUIRE_MESSAGE(
+      WaitUntil(
+          [&] {
+            return f.PaymentsValue("SELECT to_regclass('public.walrelay_consumer_keys')::text") !=
+                   "(null)";
+          },
+          20s),
+      devtools::ReadFile(log));
 
   auto orders_relay = f.StartRelay(f.WriteConfig("orders", {}));
   auto payments_relay = f.StartRelay(f.WriteConfig("payments", {{"database.dbname", "payments"}}));
@@ -173,7 +177,8 @@ TEST_CASE("walrelay consumer-gc deletes expired keys and keeps secrets out of it
          "FROM generate_series(1, 25) i");
   f.Exec("INSERT INTO walrelay_consumer_keys (consumer_name, idempotency_key, state, expires_at) "
          "VALUES ('svc', 'fresh', 'COMPLETED', now() + interval '1 day')");
-  auto [code, out] = f.RunCommand({"consumer-gc", "--conninfo", f.pg().ConnInfo(), "--batch", "10"});
+  auto [code, out] =
+      f.RunCommand({"consumer-gc", "--conninfo", f.pg().ConnInfo(), "--batch", "10"});
   CHECK_MESSAGE(code == 0, out);
   CHECK(out.find("deleted 25 expired keys from public.walrelay_consumer_keys in 3 batch(es)") !=
         std::string::npos);

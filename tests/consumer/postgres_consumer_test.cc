@@ -12,9 +12,10 @@ namespace walrelay::testing {
 namespace {
 
 std::string KeyState(ConsumerFixture& f, const std::string& name, const std::string& key) {
-  auto rows = f.pg().Query(
-      "SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
-      "walrelay_consumer_keys WHERE consumer_name = '" + name + "' AND idempotency_key = '" + key + "'");
+  auto rows =
+      f.pg().Query("SELECT state || '/' || attempts || '/' || coalesce(locked_by, '-') FROM "
+                   "walrelay_consumer_keys WHERE consumer_name = '" +
+                   name + "' AND idempotency_key = '" + key + "'");
   REQUIRE(rows.ok());
   return rows->empty() ? "(none)" : *rows->front().front();
 }
@@ -26,7 +27,8 @@ wc::Message Msg(const std::string& value) {
   return m;
 }
 
-TEST_CASE("PostgresStore: a failed run leaves nothing but an attempt; a completed key is a duplicate") {
+TEST_CASE(
+    "PostgresStore: a failed run leaves nothing but an attempt; a completed key is a duplicate") {
   ConsumerFixture f;
   auto store = f.Store();
   const auto lease = 10s;
@@ -106,14 +108,17 @@ TEST_CASE("PostgresStore: a failed run leaves nothing but an attempt; a complete
   // CreateSchema makes it from docs/consumer.sql, under the configured name.
   REQUIRE((*missing)->CreateSchema().ok());
   CHECK((*missing)->Acquire("svc", "k", "o", lease, Msg("v")).ok());
-  CHECK(f.Count("SELECT count(*) FROM pg_indexes WHERE indexname = 'no_such_keys_expires_at_idx'") == 1);
+  CHECK(
+      f.Count("SELECT count(*) FROM pg_indexes WHERE indexname = 'no_such_keys_expires_at_idx'") ==
+      1);
 }
 
 TEST_CASE("PostgresStore: a concurrent duplicate blocks on the key row, then sees it COMPLETED") {
   ConsumerFixture f;
   auto first = f.Store();
   auto second = f.Store();
-  REQUIRE(first->Acquire("svc", "k", "owner-a", 10s, Msg("v"))->state == wc::Claim::State::kAcquired);
+  REQUIRE(first->Acquire("svc", "k", "owner-a", 10s, Msg("v"))->state ==
+          wc::Claim::State::kAcquired);
 
   std::atomic<bool> in_handler{false};
   std::atomic<bool> release{false};
@@ -138,9 +143,11 @@ TEST_CASE("PostgresStore: a concurrent duplicate blocks on the key row, then see
     claimed = true;
   });
   // The second claim waits on the row lock while the first handler runs...
-  REQUIRE(WaitUntil([&] {
-    return f.Count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == 1;
-  }, 10s));
+  REQUIRE(WaitUntil(
+      [&] {
+        return f.Count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == 1;
+      },
+      10s));
   CHECK(!claimed);
   release = true;
   holder.join();
@@ -152,7 +159,8 @@ TEST_CASE("PostgresStore: a concurrent duplicate blocks on the key row, then see
   CHECK(f.Count("SELECT count(*) FROM effects") == 1);
 }
 
-TEST_CASE("PostgresStore: an expired PENDING claim is taken over; the old owner's late run is refused") {
+TEST_CASE(
+    "PostgresStore: an expired PENDING claim is taken over; the old owner's late run is refused") {
   ConsumerFixture f;
   auto store = f.Store();
   // owner-a claims and goes silent (a crashed process leaves exactly this).
@@ -169,10 +177,12 @@ TEST_CASE("PostgresStore: an expired PENDING claim is taken over; the old owner'
   CHECK(KeyState(f, "svc", "k") == "PENDING/1/owner-a");  // a conflict changes nothing
 
   Result<wc::Claim> taken = Status::Internal("not run");
-  REQUIRE(WaitUntil([&] {
-    taken = store->Acquire("svc", "k", "owner-b", 10s, Msg("v"));
-    return taken.ok() && taken->state != wc::Claim::State::kConflict;
-  }, 5s));
+  REQUIRE(WaitUntil(
+      [&] {
+        taken = store->Acquire("svc", "k", "owner-b", 10s, Msg("v"));
+        return taken.ok() && taken->state != wc::Claim::State::kConflict;
+      },
+      5s));
   CHECK(taken->state == wc::Claim::State::kTakenOver);
   CHECK(taken->previous_owner == "owner-a");
   CHECK(taken->attempts == 2);
@@ -193,7 +203,8 @@ TEST_CASE("PostgresStore: Cleanup deletes expired keys in batches through the ex
   f.Exec("INSERT INTO walrelay_consumer_keys (consumer_name, idempotency_key, state, expires_at) "
          "SELECT 'svc', 'old-' || i, CASE WHEN i % 2 = 0 THEN 'COMPLETED' ELSE 'FAILED' END, "
          "now() - interval '1 hour' FROM generate_series(1, 250) i");
-  f.Exec("INSERT INTO walrelay_consumer_keys (consumer_name, idempotency_key, state, expires_at) VALUES "
+  f.Exec("INSERT INTO walrelay_consumer_keys (consumer_name, idempotency_key, state, expires_at) "
+         "VALUES "
          "('svc', 'fresh', 'COMPLETED', now() + interval '1 hour'),"
          "('svc', 'pending-recent', 'PENDING', now() - interval '1 hour'),"
          "('svc', 'pending-abandoned', 'PENDING', now() - interval '2 days')");
@@ -221,7 +232,8 @@ TEST_CASE("PostgresStore: Cleanup deletes expired keys in batches through the ex
   CHECK_MESSAGE(text.find("walrelay_consumer_keys_expires_at_idx") != std::string::npos, text);
 }
 
-TEST_CASE("Consumer + PostgresStore: the same record twice, and two consumers at once, take effect once") {
+TEST_CASE("Consumer + PostgresStore: the same record twice, and two consumers at once, take effect "
+          "once") {
   ConsumerFixture f;
   REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
   auto store_a = f.Store();
@@ -271,10 +283,12 @@ TEST_CASE("Consumer + PostgresStore: the same record twice, and two consumers at
     auto opts_b = f.Options("svc", "orders", "group-b");
     RunningConsumer a(opts_a, *store_a, ConsumerFixture::EffectHandler(150ms));
     RunningConsumer b(opts_b, *store_b, ConsumerFixture::EffectHandler(150ms));
-    REQUIRE(WaitUntil([&] {
-      return a.stats().completed + a.stats().duplicates == n &&
-             b.stats().completed + b.stats().duplicates == n;
-    }, 60s));
+    REQUIRE(WaitUntil(
+        [&] {
+          return a.stats().completed + a.stats().duplicates == n &&
+                 b.stats().completed + b.stats().duplicates == n;
+        },
+        60s));
     CHECK(a.Stop().ok());
     CHECK(b.Stop().ok());
     MESSAGE("a: completed " << a.stats().completed << ", duplicates " << a.stats().duplicates
@@ -338,7 +352,8 @@ TEST_CASE("Consumer + PostgresStore: poison, non-retriable and keyless records a
   CHECK(HeaderOf(poison, "__walrelay.consumer.name") == "svc");
   CHECK(HeaderOf(poison, "__walrelay.consumer.key") == "p-1");
   CHECK(HeaderOf(poison, "__walrelay.consumer.error.class") == "Unavailable");
-  CHECK(HeaderOf(poison, "__walrelay.consumer.error.message") == "always down for poison (after 3 attempts)");
+  CHECK(HeaderOf(poison, "__walrelay.consumer.error.message") ==
+        "always down for poison (after 3 attempts)");
   CHECK(HeaderOf(poison, "__walrelay.consumer.attempts") == "3");
   CHECK(HeaderOf(poison, "__walrelay.consumer.original.topic") == "orders");
   CHECK(HeaderOf(poison, "__walrelay.consumer.original.partition") == "0");
@@ -370,14 +385,16 @@ TEST_CASE("Consumer options are checked") {
   };
   CHECK(bad([](auto& o) { o.name = ""; }).find("name") != std::string::npos);
   CHECK(bad([](auto& o) { o.max_attempts = 0; }).find("max_attempts") != std::string::npos);
-  CHECK(bad([](auto& o) { o.kafka_properties["enable.auto.commit"] = "true"; })
-            .find("enable.auto.commit must be false") != std::string::npos);
+  CHECK(bad([](auto& o) {
+          o.kafka_properties["enable.auto.commit"] = "true";
+        }).find("enable.auto.commit must be false") != std::string::npos);
   CHECK(bad([](auto& o) {
           o.max_attempts = 100;
           o.backoff_max = 10s;
         }).find("max.poll.interval.ms") != std::string::npos);
-  CHECK(bad([](auto& o) { o.kafka_properties["no.such.property"] = "1"; })
-            .find("ConsumerOptions.kafka_properties.no.such.property") != std::string::npos);
+  CHECK(bad([](auto& o) {
+          o.kafka_properties["no.such.property"] = "1";
+        }).find("ConsumerOptions.kafka_properties.no.such.property") != std::string::npos);
 }
 
 }  // namespace

@@ -30,22 +30,23 @@ std::string OrderEvent(int seq) {
 }
 
 struct GroupRun {
-  int effects = 0;           // rows in `effects`
-  int distinct_events = 0;   // distinct keys among them
-  int duplicates = 0;        // deliveries the store recognised as already done
-  int rebalance_lines = 0;   // "assigned"/"revoked"/"lost" lines logged by the members
+  int effects = 0;          // rows in `effects`
+  int distinct_events = 0;  // distinct keys among them
+  int duplicates = 0;       // deliveries the store recognised as already done
+  int rebalance_lines = 0;  // "assigned"/"revoked"/"lost" lines logged by the members
 };
 
 int CountMatches(const std::string& text, const std::regex& re) {
-  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), re),
-                                        std::sregex_iterator()));
+  return static_cast<int>(
+      std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
 }
 
 // Runs the scenario with `store` ("postgres" or "redis") and extra member arguments.
 GroupRun RunGroup(const std::string& store, const std::vector<std::string>& member_args) {
   RelayFixture f{RealBroker{}};
   f.Exec(devtools::ReadFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/consumer.sql"));
-  f.Exec("CREATE TABLE effects (key text NOT NULL, note text, at timestamptz DEFAULT clock_timestamp())");
+  f.Exec("CREATE TABLE effects (key text NOT NULL, note text, at timestamptz DEFAULT "
+         "clock_timestamp())");
   REQUIRE(f.broker().CreateTopic(kTopic, 6, 1).ok());
   std::unique_ptr<devtools::RedisSandbox> redis;
   if (store == "redis") {
@@ -63,8 +64,8 @@ GroupRun RunGroup(const std::string& store, const std::vector<std::string>& memb
         WALRELAY_GROUP_MEMBER, "--store", store, "--conninfo", f.pg().ConnInfo(),
         "--bootstrap-servers", f.bootstrap_servers(), "--topic", kTopic,
         // A killed member must leave the group, and its claim expire, quickly.
-        "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=500",
-        "--kafka", "fetch.wait.max.ms=50", "--lease-ms", "5000"};
+        "--kafka", "session.timeout.ms=6000", "--kafka", "heartbeat.interval.ms=500", "--kafka",
+        "fetch.wait.max.ms=50", "--lease-ms", "5000"};
     if (redis) argv.insert(argv.end(), {"--redis-port", std::to_string(redis->port())});
     argv.insert(argv.end(), member_args.begin(), member_args.end());
     auto child = devtools::ChildProcess::Spawn(argv, logs.back());
@@ -76,7 +77,8 @@ GroupRun RunGroup(const std::string& store, const std::vector<std::string>& memb
   std::atomic<bool> writer_failed{false};
   std::thread writer([&] {
     for (int batch = 0; batch < kEvents / 100; ++batch) {
-      std::string sql = "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ";
+      std::string sql =
+          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ";
       for (int i = 1; i <= 100; ++i) sql += (i > 1 ? "," : "") + OrderEvent(batch * 100 + i);
       if (!f.pg().Exec(sql).ok()) writer_failed = true;
       std::this_thread::sleep_for(std::chrono::milliseconds(60));
@@ -151,8 +153,7 @@ TEST_CASE("real broker: a consumer group through kill -9, a join, a graceful lea
 TEST_CASE("real broker: duplicate deliveries by rebalance protocol and commit interval" *
           doctest::skip(std::getenv("WALRELAY_CONSUMER_COMPARE") == nullptr)) {
   const std::vector<std::pair<const char*, std::vector<std::string>>> variants = {
-      {"eager (range), commit per record",
-       {"--kafka", "partition.assignment.strategy=range"}},
+      {"eager (range), commit per record", {"--kafka", "partition.assignment.strategy=range"}},
       {"cooperative-sticky, commit every 500 ms and on revocation",
        {"--commit-interval-ms", "500"}},
   };
@@ -176,8 +177,8 @@ TEST_CASE("real broker: the same with the Redis store: every event takes effect,
   // without the key being marked COMPLETED (docs/consumer.md, "What it cannot guarantee").
   CHECK(run.effects >= kEvents);
   CHECK(run.effects <= kEvents + 1);
-  MESSAGE("redis store: " << kEvents << " events, " << run.effects << " effects, "
-                          << run.duplicates << " duplicate deliveries absorbed by the store");
+  MESSAGE("redis store: " << kEvents << " events, " << run.effects << " effects, " << run.duplicates
+                          << " duplicate deliveries absorbed by the store");
 }
 
 }  // namespace walrelay::testing

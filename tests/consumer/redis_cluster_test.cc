@@ -166,8 +166,8 @@ TEST_CASE(
   CHECK(*cluster->Command(to, {"HGET", KeyName(fresh), "state"}) == "COMPLETED");
   CHECK(*cluster->Command(to, {"HGET", KeyName("k-0"), "state"}) == "COMPLETED");
   MESSAGE("slot " << slot << " moved " << from << " -> " << to << " with " << *migrated
-                  << " keys; ASK followed " << log.Count("ASK")
-                  << ", MOVED " << log.Count("MOVED"));
+                  << " keys; ASK followed " << log.Count("ASK") << ", MOVED "
+                  << log.Count("MOVED"));
 }
 
 TEST_CASE("RedisStore on a Redis Cluster: one password for every node; a refusal never shows it") {
@@ -221,10 +221,12 @@ TEST_CASE("RedisStore on a Redis Cluster: wait_replicas holds Run until the repl
   CHECK(took >= 300ms);
   CHECK(log.Count("WAIT") == 1);
   CHECK(log.Last("WAIT").find("reached 0 of 1 replicas within 300 ms") != std::string::npos);
-  CHECK(WaitUntil([&] {
-    auto k = cluster->Command(*replica, {"KEYS", KeyName(held)});
-    return k.ok() && *k == KeyName(held);
-  }, 10s));
+  CHECK(WaitUntil(
+      [&] {
+        auto k = cluster->Command(*replica, {"KEYS", KeyName(held)});
+        return k.ok() && *k == KeyName(held);
+      },
+      10s));
 }
 
 // Produces records with id headers p-0..p-<count-1> over `partitions`, flushing once at the end
@@ -276,10 +278,12 @@ TEST_CASE(
   const auto failover_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - kill_started);
   CHECK(before_kill < kRecords);
-  REQUIRE(WaitUntil([&] {
-    const auto s = c.stats();
-    return s.completed + s.duplicates >= kRecords;
-  }, 90s));
+  REQUIRE(WaitUntil(
+      [&] {
+        const auto s = c.stats();
+        return s.completed + s.duplicates >= kRecords;
+      },
+      90s));
   CHECK(c.Stop().ok());
   CHECK(c.stats().dead_lettered == 0);
   CHECK(log.Count("CONNECTION") >= 1);  // the store did see its master go
@@ -301,10 +305,12 @@ TEST_CASE(
   // acknowledged but had not passed to its replica are gone, and those records run again.
   auto replay_opts = f.Options("svc", "payments", "svc-replay");
   RunningConsumer replay(replay_opts, *store, handler);
-  REQUIRE(WaitUntil([&] {
-    const auto s = replay.stats();
-    return s.completed + s.duplicates >= kRecords;
-  }, 60s));
+  REQUIRE(WaitUntil(
+      [&] {
+        const auto s = replay.stats();
+        return s.completed + s.duplicates >= kRecords;
+      },
+      60s));
   CHECK(replay.Stop().ok());
   const int64_t lost_marks = replay.stats().completed;
   MESSAGE(kRecords << " records, " << before_kill << " completed before the kill, failover took "

@@ -28,7 +28,8 @@ std::unique_ptr<wc::RedisStore> Connect(const devtools::RedisSandbox& redis,
   return std::move(s).value();
 }
 
-std::string Field(const devtools::RedisSandbox& redis, const std::string& key, const std::string& field) {
+std::string Field(const devtools::RedisSandbox& redis, const std::string& key,
+                  const std::string& field) {
   auto v = redis.Command({"HGET", "walrelay:consumer:svc:" + key, field});
   REQUIRE_MESSAGE(v.ok(), v.status().ToString());
   return *v;
@@ -92,10 +93,12 @@ TEST_CASE("RedisStore: acquired, conflict, stale takeover, duplicate, released a
 
   // TAKEN_OVER once the lease has ended by the server's clock.
   Result<wc::Claim> taken = Status::Internal("not run");
-  REQUIRE(WaitUntil([&] {
-    taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-    return taken.ok() && taken->state != wc::Claim::State::kConflict;
-  }, 5s));
+  REQUIRE(WaitUntil(
+      [&] {
+        taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
+        return taken.ok() && taken->state != wc::Claim::State::kConflict;
+      },
+      5s));
   CHECK(taken->state == wc::Claim::State::kTakenOver);
   CHECK(taken->previous_owner == "owner-a");
   CHECK(taken->attempts == 2);
@@ -179,9 +182,8 @@ TEST_CASE("RedisStore: EVALSHA falls back to SCRIPT LOAD when the server forgot 
   CHECK(c->state == wc::Claim::State::kAcquired);
 }
 
-TEST_CASE(
-    "RedisStore: a connection lost while marking COMPLETED sends the mark again instead of "
-    "running the handler again") {
+TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark again instead of "
+          "running the handler again") {
   auto redis = StartRedis();
   std::vector<std::string> log;
   wc::RedisStoreOptions o;
@@ -229,9 +231,8 @@ TEST_CASE(
   CHECK(resent);
 }
 
-TEST_CASE(
-    "RedisStore fencing: a handler stalled past its lease while another member claims "
-    "the key: exactly one completes, the stale one's mark is refused") {
+TEST_CASE("RedisStore fencing: a handler stalled past its lease while another member claims "
+          "the key: exactly one completes, the stale one's mark is refused") {
   auto redis = StartRedis();
   // A stalled process renews nothing: member A's renewal is off, as if its process paused.
   wc::RedisStoreOptions stalled;
@@ -264,10 +265,8 @@ TEST_CASE(
   auto run_a = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
     effects.push_back("a#" + std::to_string(ctx.fencing_token()));
     std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
-    if (b_first)
-      claim_and_run_b();  // B claims and completes while A is stalled
-    else
-      REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
+    if (b_first) claim_and_run_b();      // B claims and completes while A is stalled
+    else REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
     return wc::HandlerResult::Done("by a");
   });
   REQUIRE(run_a.ok());
@@ -312,7 +311,8 @@ TEST_CASE("RedisStore: a slow but live handler's lease is renewed; nobody takes 
   CHECK(Field(*redis, "k", "result") == "by a");
 }
 
-TEST_CASE("Consumer + RedisStore: duplicates skipped, a poison record dead-lettered after N tries") {
+TEST_CASE(
+    "Consumer + RedisStore: duplicates skipped, a poison record dead-lettered after N tries") {
   ConsumerFixture f;
   auto redis = StartRedis();
   auto store = Connect(*redis);

@@ -44,7 +44,8 @@ std::string StuckEvent() {
 
 }  // namespace
 
-TEST_CASE("a partition without a leader: the ack ledger stays bounded while the stream goes on behind its record") {
+TEST_CASE("a partition without a leader: the ack ledger stays bounded while the stream goes on "
+          "behind its record") {
   const long outbox_rows = EnvLong("WALRELAY_LEDGER_OUTBOX_ROWS", 10000);
   const long other_transactions = EnvLong("WALRELAY_LEDGER_OTHER_TRANSACTIONS", 100000);
   const long rss_limit_mib = EnvLong("WALRELAY_LEDGER_RSS_LIMIT_MIB", 0);  // 0: not checked
@@ -66,13 +67,18 @@ TEST_CASE("a partition without a leader: the ack ledger stays bounded while the 
   // row for a healthy topic: each commits on its own, as an application's would.
   const long ratio = other_transactions / outbox_rows;
   const auto generate_start = std::chrono::steady_clock::now();
-  fx.Exec("DO $$ BEGIN PERFORM set_config('synchronous_commit', 'off', false); "
-          "FOR i IN 1.." + std::to_string(outbox_rows * ratio) + " LOOP "
-          "INSERT INTO unrelated (filler) VALUES ('x'); "
-          "IF i % " + std::to_string(ratio) + " = 0 THEN "
-          "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "(gen_random_uuid(), 'Customer', 'k' || (i % 100), 'Bulk', jsonb_build_object('seq', i)); "
-          "END IF; COMMIT; END LOOP; END $$");
+  fx.Exec(
+      "DO $$ BEGIN PERFORM set_config('synchronous_commit', 'off', false); "
+      "FOR i IN 1.." +
+      std::to_string(outbox_rows * ratio) +
+      " LOOP "
+      "INSERT INTO unrelated (filler) VALUES ('x'); "
+      "IF i % " +
+      std::to_string(ratio) +
+      " = 0 THEN "
+      "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+      "(gen_random_uuid(), 'Customer', 'k' || (i % 100), 'Bulk', jsonb_build_object('seq', i)); "
+      "END IF; COMMIT; END LOOP; END $$");
   const double generate_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - generate_start).count();
 
@@ -84,7 +90,8 @@ TEST_CASE("a partition without a leader: the ack ledger stays bounded while the 
   long peak_kib = 0;
   long acked = 0;
   std::string metrics;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60 + outbox_rows / 500);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60 + outbox_rows / 500);
   while (std::chrono::steady_clock::now() < deadline) {
     peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
     metrics = Http(port, "GET", "/metrics", {}, 5s).body;
@@ -93,7 +100,8 @@ TEST_CASE("a partition without a leader: the ack ledger stays bounded while the 
     peak_entries = std::max(peak_entries, entries);
     CHECK(fx.ConfirmedFlush("ledger") <= before_stuck);
     acked = static_cast<long>(
-        Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Customer\"}").value_or(-1));
+        Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Customer\"}")
+            .value_or(-1));
     if (acked >= expected_customer) break;
     std::this_thread::sleep_for(200ms);
   }
@@ -134,7 +142,8 @@ TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and d
   fx.Exec("ALTER SYSTEM SET wal_sender_timeout = '2s'");
   fx.Exec("SELECT pg_reload_conf()");
   // librdkafka's queue far below max.queue.size (8192), so it is the one that fills.
-  auto relay = fx.StartRelay(fx.WriteConfig("qfull", {{"kafka.queue.buffering.max.messages", "5"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("qfull", {{"kafka.queue.buffering.max.messages", "5"}}));
   const int port = RestPort(fx);
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   const Lsn warm = fx.CurrentWal();
@@ -162,9 +171,9 @@ TEST_CASE("a full librdkafka queue pauses the stream; status updates, REST and d
   std::set<std::string> reply_times;
   const auto watch_end = std::chrono::steady_clock::now() + 4500ms;
   while (std::chrono::steady_clock::now() < watch_end) {
-    auto reply_time = fx.pg().QueryValue(
-        "SELECT coalesce(reply_time::text, '') FROM pg_stat_replication WHERE "
-        "application_name = 'walrelay'");
+    auto reply_time =
+        fx.pg().QueryValue("SELECT coalesce(reply_time::text, '') FROM pg_stat_replication WHERE "
+                           "application_name = 'walrelay'");
     if (reply_time.ok() && !reply_time->empty()) reply_times.insert(*reply_time);
     const auto asked = std::chrono::steady_clock::now();
     const Reply status = Http(port, "GET", "/connectors/itest-qfull/status", {}, 2s);

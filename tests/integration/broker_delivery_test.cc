@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -68,8 +68,9 @@ std::string Join(const std::vector<int>& v) {
 // row by default.
 class StreamWriter {
  public:
-  StreamWriter(RelayFixture& fx, int batches, std::chrono::milliseconds pause,
-               std::function<std::string(int)> event = [](int seq) { return InsertEvent(seq); })
+  StreamWriter(
+      RelayFixture& fx, int batches, std::chrono::milliseconds pause,
+      std::function<std::string(int)> event = [](int seq) { return InsertEvent(seq); })
       : total_(batches * 100), thread_([this, &fx, batches, pause, event] {
           for (int batch = 0; batch < batches; ++batch) {
             std::string sql;
@@ -110,7 +111,8 @@ class StreamWriter {
 
 }  // namespace
 
-TEST_CASE("real broker: mixed transactions, noise and delete-after-insert arrive exactly once; the slot reaches the end") {
+TEST_CASE("real broker: mixed transactions, noise and delete-after-insert arrive exactly once; the "
+          "slot reaches the end") {
   RelayFixture fx{RealBroker{}};
   const std::string slot = "core";
   auto relay = fx.StartRelay(fx.WriteConfig(slot, {}));
@@ -122,7 +124,8 @@ TEST_CASE("real broker: mixed transactions, noise and delete-after-insert arrive
   for (int i = 0; i < 2000; ++i) {
     ++seq;
     sql += "BEGIN;" + InsertEvent(seq);
-    if (i % 5 == 0) sql += "DELETE FROM outbox WHERE payload->>'seq' = '" + std::to_string(seq) + "';";
+    if (i % 5 == 0)
+      sql += "DELETE FROM outbox WHERE payload->>'seq' = '" + std::to_string(seq) + "';";
     sql += "COMMIT;";
     if (i % 50 == 0) sql += "INSERT INTO unrelated (filler) VALUES (repeat('x', 500));";
   }
@@ -158,7 +161,8 @@ TEST_CASE("real broker: mixed transactions, noise and delete-after-insert arrive
   records.insert(records.end(), more.begin(), more.end());
   auto seen = CheckRecords(records);
   const Tally tally = Count(seen, total);
-  CHECK_MESSAGE(tally.lost == 0, "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
+  CHECK_MESSAGE(tally.lost == 0,
+                "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
   CHECK(tally.duplicates == 0);
   CHECK(records.size() == static_cast<size_t>(total));
   CHECK(seen.count(big_first) == 1);
@@ -199,7 +203,8 @@ void KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot,
     std::this_thread::sleep_for(1500ms + 300ms * kill);
     // Kill just after a batch commits, while its records still linger in the producer.
     const int written = writer.written();
-    while (writer.written() == written && written < writer.total()) std::this_thread::sleep_for(2ms);
+    while (writer.written() == written && written < writer.total())
+      std::this_thread::sleep_for(2ms);
     const Lsn floor = writer.newest_batch_floor();
     const Lsn confirmed_before_kill = fx.ConfirmedFlush(slot);
     advanced_between_kills |= confirmed_before_kill > first_position;
@@ -224,7 +229,8 @@ void KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot,
   auto records = ReadEverySeq(*fx.Reader(), SeqRange(writer.total()), 120s);
   auto seen = CheckRecords(records);
   const Tally tally = Count(seen, writer.total());
-  CHECK_MESSAGE(tally.lost == 0, "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
+  CHECK_MESSAGE(tally.lost == 0,
+                "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
   std::set<std::tuple<std::string, int32_t, int64_t>> offsets;
   for (const auto& r : records) offsets.insert({r.topic, r.partition, r.offset});
   CHECK(offsets.size() == records.size());  // the reader itself read each Kafka record once
@@ -233,20 +239,20 @@ void KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot,
   // the producer lingering, makes that rare.
   CHECK(kills_with_rows_unconfirmed >= 2);
   CHECK(relay->Running());
-  MESSAGE("kill -9 of the relay x" << kills << ", " << what << " (" << kills_with_rows_unconfirmed
-                                   << " with committed events not yet confirmed): "
-                                   << writer.total() << " events -> " << records.size()
-                                   << " records, " << tally.lost << " lost, " << tally.duplicates
-                                   << " duplicates; slowest kill-to-streaming " << longest_restart
-                                   << " s; slot at the end " << catch_up_seconds
-                                   << " s after the writer finished");
+  MESSAGE("kill -9 of the relay x"
+          << kills << ", " << what << " (" << kills_with_rows_unconfirmed
+          << " with committed events not yet confirmed): " << writer.total() << " events -> "
+          << records.size() << " records, " << tally.lost << " lost, " << tally.duplicates
+          << " duplicates; slowest kill-to-streaming " << longest_restart << " s; slot at the end "
+          << catch_up_seconds << " s after the writer finished");
 }
 
 }  // namespace
 
 TEST_CASE("real broker: kill -9 of the relay five times while a writer streams loses nothing") {
   RelayFixture fx{RealBroker{}};
-  KillRelayWhileStreaming(fx, "killloop", {}, 5, 100, [](int seq) { return InsertEvent(seq); }, "outbox rows");
+  KillRelayWhileStreaming(
+      fx, "killloop", {}, 5, 100, [](int seq) { return InsertEvent(seq); }, "outbox rows");
 }
 
 TEST_CASE("real broker: outbox events emitted as logical decoding messages survive kill -9 of "
@@ -261,7 +267,8 @@ TEST_CASE("real broker: outbox events emitted as logical decoding messages survi
       3, 50, [](int seq) { return EmitEvent(seq); }, "pg_logical_emit_message events");
 }
 
-TEST_CASE("real broker: kill -9 of the broker mid-stream; the slot never passes an unacknowledged transaction") {
+TEST_CASE("real broker: kill -9 of the broker mid-stream; the slot never passes an unacknowledged "
+          "transaction") {
   RelayFixture fx{RealBroker{}};
   const std::string slot = "brokerkill";
   const std::string config = fx.WriteConfig(slot, {});
@@ -420,14 +427,16 @@ TEST_CASE("real broker: kill -9 of the broker mid-stream; the slot never passes 
   const int total = static_cast<int>(all_seqs.size());
   REQUIRE(*all_seqs.rbegin() == total);
   const Tally tally = Count(seen, total);
-  CHECK_MESSAGE(tally.lost == 0, "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
+  CHECK_MESSAGE(tally.lost == 0,
+                "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
   const Lsn end = fx.CurrentWal();
   CHECK(fx.WaitConfirmed(slot, end, 60s) >= end);
   MESSAGE("broker kill -9: " << txns.size() << " txns / " << total << " rows, " << txns_after_kill
                              << " txns written with the broker dead; Cmax " << c_max.ToString()
                              << " covers " << confirmed_txns << " txns, of whose rows "
-                             << missing_confirmed << " are missing from Kafka; outage " << outage_seconds
-                             << " s; broker restart on its log dir " << broker_restart_seconds
+                             << missing_confirmed << " are missing from Kafka; outage "
+                             << outage_seconds << " s; broker restart on its log dir "
+                             << broker_restart_seconds
                              << " s; after a relay restart all rows read in " << recovery_seconds
                              << " s: " << records.size() << " records, " << tally.lost << " lost, "
                              << tally.duplicates << " duplicates");
@@ -459,12 +468,14 @@ TEST_CASE("real broker, 3 nodes: kill -9 of a partition leader mid-stream loses 
   REQUIRE(fx.broker().Kill(victim).ok());
   // Rows committed after the kill can only be acknowledged by a new leader for the partitions
   // the dead node led; recovered means the slot is confirmed past them.
-  while (writer.written() < std::min(written_at_kill + 300, writer.total()) && SecondsSince(killed_at) < 60)
+  while (writer.written() < std::min(written_at_kill + 300, writer.total()) &&
+         SecondsSince(killed_at) < 60)
     std::this_thread::sleep_for(50ms);
   const Lsn after_kill = fx.CurrentWal();
   const Lsn passed = fx.WaitConfirmed(slot, after_kill, 120s);
   CHECK_MESSAGE(passed >= after_kill, "slot stuck at " << passed.ToString()
-                                                       << " after the leader died\n" << Log(fx));
+                                                       << " after the leader died\n"
+                                                       << Log(fx));
   const double recover_seconds = SecondsSince(killed_at);
   int new_leader = victim;
   while (new_leader == victim && SecondsSince(killed_at) < 60) {
@@ -488,13 +499,12 @@ TEST_CASE("real broker, 3 nodes: kill -9 of a partition leader mid-stream loses 
   auto records = ReadEverySeq(*fx.Reader(), SeqRange(writer.total()), 120s);
   auto seen = CheckRecords(records);
   const Tally tally = Count(seen, writer.total());
-  CHECK_MESSAGE(tally.lost == 0, "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
-  MESSAGE("3 nodes, leader (node " << victim << ") of outbox.event.Order/0 killed after "
-                                   << written_at_kill << " rows written: " << writer.total()
-                                   << " rows -> " << records.size() << " records, " << tally.lost
-                                   << " lost, " << tally.duplicates
-                                   << " duplicates; new leader node " << new_leader
-                                   << "; slot past 300 rows written after the kill "
-                                   << recover_seconds << " s after it; node back in " << node_restart_seconds
-                                   << " s");
+  CHECK_MESSAGE(tally.lost == 0,
+                "lost " << tally.lost << " seqs, first: " << Join(tally.lost_seqs));
+  MESSAGE("3 nodes, leader (node "
+          << victim << ") of outbox.event.Order/0 killed after " << written_at_kill
+          << " rows written: " << writer.total() << " rows -> " << records.size() << " records, "
+          << tally.lost << " lost, " << tally.duplicates << " duplicates; new leader node "
+          << new_leader << "; slot past 300 rows written after the kill " << recover_seconds
+          << " s after it; node back in " << node_restart_seconds << " s");
 }

@@ -50,8 +50,8 @@ std::string EventId(int n) {
 
 std::string Insert(int n, const std::string& aggregatetype_sql, const std::string& payload_sql) {
   return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES ('" +
-         EventId(n) + "', " + aggregatetype_sql + ", 'key-" + std::to_string(n) + "', 'Happened', " +
-         payload_sql + ");";
+         EventId(n) + "', " + aggregatetype_sql + ", 'key-" + std::to_string(n) +
+         "', 'Happened', " + payload_sql + ");";
 }
 
 std::string GoodRow(int n) { return Insert(n, "'Good'", "'{\"n\": " + std::to_string(n) + "}'"); }
@@ -78,15 +78,16 @@ struct Refusal {
   std::string slot;
   std::string failing_row;  // SQL inserting EventId(failing_id)
   int failing_id;
-  std::string error_name;   // librdkafka's name for the refusal, as the dead letter carries it
+  std::string error_name;  // librdkafka's name for the refusal, as the dead letter carries it
   std::map<std::string, std::string> overrides;
   std::string bootstrap = "";  // the shared broker's when empty
 };
 
 // The slot's pending changes, one wal2json line each, with their LSNs: what a restart replays.
 std::string PendingChanges(RelayFixture& fx, const std::string& slot) {
-  return fx.Value("SELECT coalesce(string_agg(data, E'\\n'), '') FROM pg_logical_slot_peek_changes('" +
-                  slot + "', NULL, NULL, 'format-version', '2', 'include-lsn', '1')");
+  return fx.Value(
+      "SELECT coalesce(string_agg(data, E'\\n'), '') FROM pg_logical_slot_peek_changes('" + slot +
+      "', NULL, NULL, 'format-version', '2', 'include-lsn', '1')");
 }
 
 // errors.tolerance=none: a good row is confirmed, then the failing row stops the relay with
@@ -104,16 +105,18 @@ std::string ExpectStop(RelayFixture& fx, const Refusal& r, std::chrono::seconds 
   fx.Exec(r.failing_row);
   auto code = relay->Wait(within);
   REQUIRE_MESSAGE(code.ok(), "still running after " << within.count() << " s:\n" << Log(fx));
-  MESSAGE(r.slot << ": errors.tolerance=none stopped after "
-                 << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
-                 << " s");
+  MESSAGE(
+      r.slot << ": errors.tolerance=none stopped after "
+             << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
+             << " s");
   const std::string log = Log(fx);
   CHECK_MESSAGE(*code == 5, log);
   CHECK_MESSAGE(log.find("event id " + EventId(r.failing_id)) != std::string::npos, log);
   std::smatch m;
   // Refused by the broker (a delivery report) or by walrelay before producing: either names it.
-  REQUIRE_MESSAGE(std::regex_search(log, m, std::regex("(?:the row is|table [a-z_.]+) at LSN "
-                                                       "([0-9A-F]+/[0-9A-F]+)")),
+  REQUIRE_MESSAGE(std::regex_search(log, m,
+                                    std::regex("(?:the row is|table [a-z_.]+) at LSN "
+                                               "([0-9A-F]+/[0-9A-F]+)")),
                   log);
   const Lsn confirmed = fx.ConfirmedFlush(r.slot + "_none");
   CHECK(confirmed >= after_good);
@@ -155,10 +158,12 @@ void ExpectDeadLetter(RelayFixture& fx, const Refusal& r) {
 
 TEST_CASE("a record over the topic's max.message.bytes: the broker refuses it") {
   RelayFixture& fx = Shared();
-  REQUIRE(fx.broker().CreateTopic("outbox.event.Small", 1, 1, {{"max.message.bytes", "2000"}}).ok());
+  REQUIRE(
+      fx.broker().CreateTopic("outbox.event.Small", 1, 1, {{"max.message.bytes", "2000"}}).ok());
   // 5000 bytes pass the client's message.max.bytes (1000000), so only the broker refuses it.
   const std::string big = "jsonb_build_object('blob', repeat('x', 5000))";
-  const std::string log = ExpectStop(fx, {"too_large", Insert(101, "'Small'", big), 101, "", {}}, 60s);
+  const std::string log =
+      ExpectStop(fx, {"too_large", Insert(101, "'Small'", big), 101, "", {}}, 60s);
   CHECK_MESSAGE(log.find("max.message.bytes") != std::string::npos, log);
   ExpectDeadLetter(fx, {"too_large", Insert(111, "'Small'", big), 111, "MSG_SIZE_TOO_LARGE", {}});
 }
@@ -170,13 +175,15 @@ TEST_CASE("a topic name Kafka forbids: refused before it reaches the broker") {
   const std::string log =
       ExpectStop(fx, {"bad_name", Insert(201, "'Bad Name!'", "'{}'"), 201, "", {}}, 60s);
   CHECK_MESSAGE(log.find("Kafka refuses the topic name") != std::string::npos, log);
-  ExpectDeadLetter(fx, {"bad_name", Insert(211, "'Bad Name!'", "'{}'"), 211, "TOPIC_EXCEPTION", {}});
+  ExpectDeadLetter(fx,
+                   {"bad_name", Insert(211, "'Bad Name!'", "'{}'"), 211, "TOPIC_EXCEPTION", {}});
   // Over 249 characters, otherwise legal.
-  ExpectDeadLetter(fx, {"long_name", Insert(221, "repeat('L', 250)", "'{}'"), 221,
-                        "TOPIC_EXCEPTION", {}});
+  ExpectDeadLetter(
+      fx, {"long_name", Insert(221, "repeat('L', 250)", "'{}'"), 221, "TOPIC_EXCEPTION", {}});
 }
 
-TEST_CASE("a missing topic with auto.create.topics.enable=false: the relay stops after the propagation wait") {
+TEST_CASE("a missing topic with auto.create.topics.enable=false: the relay stops after the "
+          "propagation wait") {
   RelayFixture& fx = Shared();
   // librdkafka waits topic.metadata.propagation.max.ms (30 s by default) for a topic that does
   // not exist yet before failing its records; the default is kept here.
@@ -212,7 +219,8 @@ int InSyncReplicas(const std::string& bootstrap, const std::string& topic) {
   const rd_kafka_metadata_t* md = nullptr;
   int isr = -1;
   if (rd_kafka_metadata(rk, 0, rkt, &md, 5000) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-    if (md->topic_cnt == 1 && md->topics[0].partition_cnt == 1) isr = md->topics[0].partitions[0].isr_cnt;
+    if (md->topic_cnt == 1 && md->topics[0].partition_cnt == 1)
+      isr = md->topics[0].partitions[0].isr_cnt;
     rd_kafka_metadata_destroy(md);
   }
   rd_kafka_topic_destroy(rkt);
@@ -222,7 +230,8 @@ int InSyncReplicas(const std::string& bootstrap, const std::string& topic) {
 
 }  // namespace
 
-TEST_CASE("fewer in-sync replicas than min.insync.replicas: held and retried, bounded by errors.retry.timeout") {
+TEST_CASE("fewer in-sync replicas than min.insync.replicas: held and retried, bounded by "
+          "errors.retry.timeout") {
   RelayFixture& fx = Shared();
   // Apache Kafka caps a topic's effective min.insync.replicas at its replication factor, so
   // one node cannot refuse with NOT_ENOUGH_REPLICAS: three nodes, replication factor 3,
@@ -233,7 +242,8 @@ TEST_CASE("fewer in-sync replicas than min.insync.replicas: held and retried, bo
   REQUIRE_MESSAGE(started.ok(), started.status().ToString());
   devtools::KafkaBroker& cluster = **started;
   const std::string bootstrap = cluster.bootstrap_servers();
-  for (const auto& topic : {kGoodTopic, kDeadLetters}) REQUIRE(cluster.CreateTopic(topic, 1, 3).ok());
+  for (const auto& topic : {kGoodTopic, kDeadLetters})
+    REQUIRE(cluster.CreateTopic(topic, 1, 3).ok());
   REQUIRE(cluster.CreateTopic("outbox.event.Isr", 1, 3, {{"min.insync.replicas", "3"}}).ok());
   auto leader = cluster.LeaderOf("outbox.event.Isr", 0);
   for (int i = 0; i < 20 && !leader.ok(); ++i) {
@@ -255,13 +265,15 @@ TEST_CASE("fewer in-sync replicas than min.insync.replicas: held and retried, bo
 
   // By default the relay holds the record and librdkafka retries it forever; the progress
   // line's stall warning names the topic.
-  auto held = fx.StartRelay(fx.WriteConfig(
-      "isr_default", {{"log.progress.interval.ms", "2000"}, {"kafka.bootstrap.servers", bootstrap}}));
+  auto held =
+      fx.StartRelay(fx.WriteConfig("isr_default", {{"log.progress.interval.ms", "2000"},
+                                                   {"kafka.bootstrap.servers", bootstrap}}));
   const Lsn before = fx.CurrentWal();
   fx.Exec(Insert(401, "'Isr'", "'{}'"));
   REQUIRE_MESSAGE(devtools::WaitForFileContains(fx.log_path(), "has waited over", 60s), Log(fx));
   const std::string held_log = Log(fx);
-  CHECK_MESSAGE(held_log.find("a record for topic 'outbox.event.Isr'") != std::string::npos, held_log);
+  CHECK_MESSAGE(held_log.find("a record for topic 'outbox.event.Isr'") != std::string::npos,
+                held_log);
   CHECK(held->Running());
   CHECK(fx.ConfirmedFlush("isr_default") <= before);
   REQUIRE(held->Kill(SIGTERM).ok());
@@ -274,5 +286,6 @@ TEST_CASE("fewer in-sync replicas than min.insync.replicas: held and retried, bo
   const std::string log =
       ExpectStop(fx, {"isr", Insert(411, "'Isr'", "'{}'"), 411, "", bounded, bootstrap}, 60s);
   CHECK_MESSAGE(log.find("min.insync.replicas") != std::string::npos, log);
-  ExpectDeadLetter(fx, {"isr", Insert(421, "'Isr'", "'{}'"), 421, "_MSG_TIMED_OUT", bounded, bootstrap});
+  ExpectDeadLetter(
+      fx, {"isr", Insert(421, "'Isr'", "'{}'"), 421, "_MSG_TIMED_OUT", bounded, bootstrap});
 }

@@ -36,8 +36,8 @@ RelayFixture& Shared() {
 }
 
 void CheckNoSecret(const std::string& what, const std::string& text) {
-  for (const std::string& secret :
-       {Shared().broker().security().sasl_password, std::string(kWrongPassword), std::string(kKeyPassword)}) {
+  for (const std::string& secret : {Shared().broker().security().sasl_password,
+                                    std::string(kWrongPassword), std::string(kKeyPassword)}) {
     CHECK_MESSAGE(text.find(secret) == std::string::npos, what << " shows a secret:\n" << text);
   }
 }
@@ -70,7 +70,8 @@ std::string Excerpt(const std::string& text, const std::string& from) {
 
 std::string InsertRow(const std::string& type, const std::string& key) {
   return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-         "(gen_random_uuid(), '" + type + "', '" + key + "', 'Secured', '{}')";
+         "(gen_random_uuid(), '" +
+         type + "', '" + key + "', 'Secured', '{}')";
 }
 
 // The relay streams through the secured listener: a row arrives, REST and the log hide the
@@ -136,18 +137,18 @@ std::string ExpectRefused(const std::string& slot, const std::map<std::string, s
 TEST_CASE("SASL_SSL with SCRAM-SHA-512: rows arrive; a wrong password stops with exit 8") {
   const auto& sec = Shared().broker().security();
   ExpectStreams("sasl_ok", SaslConfig(sec.sasl_password), "Sasl");
-  const std::string log = ExpectRefused("sasl_wrong", SaslConfig(kWrongPassword),
-                                        kExitKafkaAuthentication, "Kafka refused the login",
-                                        "kafka.sasl.password");
+  const std::string log =
+      ExpectRefused("sasl_wrong", SaslConfig(kWrongPassword), kExitKafkaAuthentication,
+                    "Kafka refused the login", "kafka.sasl.password");
   MESSAGE("wrong password: " << Excerpt(log, "kafka authentication error"));
 }
 
 TEST_CASE("mutual TLS: rows arrive; an untrusted broker or client certificate stops with exit 9") {
   const auto& sec = Shared().broker().security();
   ExpectStreams("mtls_ok", MtlsConfig(sec.ca_pem, sec.client_cert_pem, sec.client_key_pem), "Mtls");
-  const std::string wrong_ca =
-      ExpectRefused("mtls_wrong_ca", MtlsConfig(sec.untrusted_ca_pem, sec.client_cert_pem, sec.client_key_pem),
-                    kExitKafkaTls, "TLS with the Kafka broker failed", "kafka.ssl.ca.location");
+  const std::string wrong_ca = ExpectRefused(
+      "mtls_wrong_ca", MtlsConfig(sec.untrusted_ca_pem, sec.client_cert_pem, sec.client_key_pem),
+      kExitKafkaTls, "TLS with the Kafka broker failed", "kafka.ssl.ca.location");
   CHECK(wrong_ca.find("certificate verify failed") != std::string::npos);
   const std::string untrusted_client = ExpectRefused(
       "mtls_untrusted",

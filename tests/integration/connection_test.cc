@@ -52,8 +52,7 @@ class InProcessRelay {
   Relay& relay() { return *relay_; }
   // Runs `fn` on the loop; nullopt if the loop did not get to it within `timeout`.
   template <typename Fn>
-  auto OnLoop(Fn fn, std::chrono::milliseconds timeout = 1000ms)
-      -> std::optional<decltype(fn())> {
+  auto OnLoop(Fn fn, std::chrono::milliseconds timeout = 1000ms) -> std::optional<decltype(fn())> {
     auto done = std::make_shared<std::promise<decltype(fn())>>();
     auto answer = done->get_future();
     boost::asio::post(io_, [done, fn] { done->set_value(fn()); });
@@ -87,9 +86,9 @@ class InProcessRelay {
 class Session {
  public:
   explicit Session(RelayFixture& fx)
-      : conn_(PQconnectdb(("host=127.0.0.1 dbname=postgres user=postgres port=" +
-                           std::to_string(fx.pg().port()))
-                              .c_str())) {
+      : conn_(PQconnectdb(
+            ("host=127.0.0.1 dbname=postgres user=postgres port=" + std::to_string(fx.pg().port()))
+                .c_str())) {
     REQUIRE(PQstatus(conn_.get()) == CONNECTION_OK);
   }
   void Exec(const std::string& sql) {
@@ -105,7 +104,8 @@ class Session {
 // slot's last confirmed position.
 Lsn DropSlotUnderRelay(RelayFixture& fx, const std::string& slot) {
   fx.Value("SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE "
-           "slot_name = '" + slot + "'");
+           "slot_name = '" +
+           slot + "'");
   fx.WaitSlotFree(slot);
   const Lsn confirmed = fx.ConfirmedFlush(slot);
   fx.Exec("SELECT pg_drop_replication_slot('" + slot + "')");
@@ -118,7 +118,8 @@ std::string SlotCount(const std::string& slot) {
 
 }  // namespace
 
-TEST_CASE("a slot dropped under a streaming relay stops it with exit 16 rather than re-creating it") {
+TEST_CASE(
+    "a slot dropped under a streaming relay stops it with exit 16 rather than re-creating it") {
   RelayFixture fx;
   // The reconnect waits long enough for the test to drop the slot first.
   const std::map<std::string, std::string> slow_reconnect = {
@@ -171,9 +172,9 @@ TEST_CASE("a slot dropped under a streaming relay stops it with exit 16 rather t
 
 TEST_CASE("a slot moved by another process meanwhile: the relay never confirms below it") {
   RelayFixture fx;
-  InProcessRelay in_process(Settings(
-      fx, "moved",
-      {{"reconnect.backoff.initial.ms", "3000"}, {"reconnect.backoff.max.ms", "3000"}}));
+  InProcessRelay in_process(
+      Settings(fx, "moved",
+               {{"reconnect.backoff.initial.ms", "3000"}, {"reconnect.backoff.max.ms", "3000"}}));
   Relay& relay = in_process.relay();
   REQUIRE(Eventually([&] { return relay.streaming(); }, 20s));
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
@@ -181,7 +182,12 @@ TEST_CASE("a slot moved by another process meanwhile: the relay never confirms b
   REQUIRE(fx.WaitConfirmed("moved", first, 20s) >= first);
   // Paused, the relay reads nothing from the server, so only the slot's position as read at
   // connect can correct its ledger.
-  REQUIRE(in_process.OnLoop([&] { relay.Pause(); return true; }).has_value());
+  REQUIRE(in_process
+              .OnLoop([&] {
+                relay.Pause();
+                return true;
+              })
+              .has_value());
   fx.Value("SELECT pg_terminate_backend(active_pid)::text FROM pg_replication_slots WHERE "
            "slot_name = 'moved'");
   fx.WaitSlotFree("moved");
@@ -200,8 +206,8 @@ TEST_CASE("a slot moved by another process meanwhile: the relay never confirms b
       },
       20s));
   const Lsn flushed = *Lsn::Parse(fx.Value(reported));
-  CHECK_MESSAGE(flushed >= moved, "flush " << flushed.ToString() << " below the slot's "
-                                           << moved.ToString());
+  CHECK_MESSAGE(flushed >= moved,
+                "flush " << flushed.ToString() << " below the slot's " << moved.ToString());
   CHECK(fx.ConfirmedFlush("moved") >= moved);
   CHECK(relay.confirmed_lsn() >= moved);
 }
@@ -256,11 +262,11 @@ TEST_CASE("connecting never blocks the loop: REST answers while the slot waits f
 
 TEST_CASE("a walsender that stops answering is noticed by the receive timeout and reconnected") {
   RelayFixture fx;
-  auto relay = fx.StartRelay(fx.WriteConfig(
-      "silent", {{"database.replication.receive.timeout.ms", "2000"},
-                 {"slot.retry.delay.ms", "300"},
-                 {"reconnect.backoff.initial.ms", "100"},
-                 {"reconnect.backoff.max.ms", "400"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("silent", {{"database.replication.receive.timeout.ms", "2000"},
+                                              {"slot.retry.delay.ms", "300"},
+                                              {"reconnect.backoff.initial.ms", "100"},
+                                              {"reconnect.backoff.max.ms", "400"}}));
   const pid_t walsender = std::stoi(
       fx.Value("SELECT active_pid::text FROM pg_replication_slots WHERE slot_name = 'silent'"));
   REQUIRE(kill(walsender, SIGSTOP) == 0);
@@ -281,9 +287,9 @@ TEST_CASE("a walsender that stops answering is noticed by the receive timeout an
 
 TEST_CASE("an idle stream is not mistaken for a silent one") {
   RelayFixture fx;
-  auto relay = fx.StartRelay(fx.WriteConfig(
-      "idle", {{"database.replication.receive.timeout.ms", "1000"},
-               {"status.update.interval.ms", "100"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("idle", {{"database.replication.receive.timeout.ms", "1000"},
+                                            {"status.update.interval.ms", "100"}}));
   // Several timeouts long: the status update that asks for an answer gets one.
   std::this_thread::sleep_for(3500ms);
   CHECK(Log(fx).find("nothing received") == std::string::npos);
@@ -360,20 +366,22 @@ TEST_CASE("a TLS session the server cuts short is retried, not taken for a refus
   server.join();
   close(listener);
   CHECK_MESSAGE(code == 3, out);
-  CHECK_MESSAGE(out.find("giving up after 2 retries (errors.max.retries)") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("giving up after 2 retries (errors.max.retries)") != std::string::npos,
+                out);
   CHECK(out.find("refused the connection") == std::string::npos);
   CHECK(handshakes >= 3);
 }
 
-TEST_CASE("a setup query that hangs is cancelled after database.query.timeout.ms, as a retriable failure") {
+TEST_CASE("a setup query that hangs is cancelled after database.query.timeout.ms, as a retriable "
+          "failure") {
   RelayFixture fx;
   // Holding pg_tablespace (in the pg_tables view) makes the preflight's look-up of the included
   // tables wait, while logins go on.
   Session holder(fx);
   holder.Exec("BEGIN");
   holder.Exec("LOCK TABLE pg_catalog.pg_tablespace IN ACCESS EXCLUSIVE MODE");
-  auto relay = fx.SpawnRelay(fx.WriteConfig("hung", {{"database.query.timeout.ms", "1000"},
-                                                     {"errors.max.retries", "0"}}));
+  auto relay = fx.SpawnRelay(
+      fx.WriteConfig("hung", {{"database.query.timeout.ms", "1000"}, {"errors.max.retries", "0"}}));
   auto code = relay->Wait(15s);
   holder.Exec("COMMIT");
   REQUIRE_MESSAGE(code.ok(), Log(fx));
@@ -390,11 +398,12 @@ TEST_CASE("START_REPLICATION past the slot's position skips the transactions com
   RelayFixture fx;
   fx.Exec("CREATE TABLE public.eos_skip (id int primary key)");
   fx.Exec("SELECT pg_create_logical_replication_slot('eos_skip', 'test_decoding')");
-  for (int id = 1; id <= 3; ++id) fx.Exec("INSERT INTO public.eos_skip VALUES (" + std::to_string(id) + ")");
+  for (int id = 1; id <= 3; ++id)
+    fx.Exec("INSERT INTO public.eos_skip VALUES (" + std::to_string(id) + ")");
   // The SQL interface reports a commit at its end LSN, the position a relay confirms.
-  auto second_commit = Lsn::Parse(fx.Value(
-      "SELECT lsn::text FROM pg_logical_slot_peek_changes('eos_skip', NULL, NULL) "
-      "WHERE data LIKE 'COMMIT%' ORDER BY lsn OFFSET 1 LIMIT 1"));
+  auto second_commit = Lsn::Parse(
+      fx.Value("SELECT lsn::text FROM pg_logical_slot_peek_changes('eos_skip', NULL, NULL) "
+               "WHERE data LIKE 'COMMIT%' ORDER BY lsn OFFSET 1 LIMIT 1"));
   REQUIRE(second_commit.ok());
 
   const RelaySettings settings = Settings(fx, "eos_skip", {});

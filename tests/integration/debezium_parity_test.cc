@@ -28,12 +28,12 @@
 #include <cstdlib>
 #include <deque>
 #include <functional>
-#include <tuple>
 #include <map>
 #include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "relay_fixture.h"
 
@@ -87,9 +87,11 @@ using Dimension = std::vector<Variant>;
 
 constexpr const char* kStringConverter = "org.apache.kafka.connect.storage.StringConverter";
 constexpr const char* kJsonConverter = "org.apache.kafka.connect.json.JsonConverter";
-constexpr const char* kByteArrayConverter = "org.apache.kafka.connect.converters.ByteArrayConverter";
+constexpr const char* kByteArrayConverter =
+    "org.apache.kafka.connect.converters.ByteArrayConverter";
 constexpr const char* kBinaryDataConverter = "io.debezium.converters.BinaryDataConverter";
-constexpr const char* kSimpleHeaderConverter = "org.apache.kafka.connect.storage.SimpleHeaderConverter";
+constexpr const char* kSimpleHeaderConverter =
+    "org.apache.kafka.connect.storage.SimpleHeaderConverter";
 
 // Connect's converters whose bytes walrelay promises (docs/event-router.md): StringConverter
 // for key and value; JsonConverter without schemas when the value is a structure (envelope
@@ -99,8 +101,9 @@ void ChooseConverters(Config& cfg) {
     auto it = cfg.find("transforms.outbox." + key);
     return it == cfg.end() ? std::string() : it->second;
   };
-  const bool structured = get("table.fields.additional.placement").find(":envelope") != std::string::npos ||
-                          get("table.expand.json.payload") == "true";
+  const bool structured =
+      get("table.fields.additional.placement").find(":envelope") != std::string::npos ||
+      get("table.expand.json.payload") == "true";
   // A case that names its converters (the converter matrix) keeps them.
   if (cfg.count("value.converter")) return;
   cfg["key.converter"] = kStringConverter;
@@ -120,19 +123,26 @@ Dimension ConverterMatrix() {
   auto converters = [](const char* key, bool key_schemas, const char* value, bool value_schemas,
                        const char* header, bool header_schemas) {
     Config c{{"key.converter", key}, {"value.converter", value}, {"header.converter", header}};
-    if (std::string(key) == kJsonConverter) c["key.converter.schemas.enable"] = key_schemas ? "true" : "false";
-    if (std::string(value) == kJsonConverter) c["value.converter.schemas.enable"] = value_schemas ? "true" : "false";
-    if (std::string(header) == kJsonConverter) c["header.converter.schemas.enable"] = header_schemas ? "true" : "false";
+    if (std::string(key) == kJsonConverter)
+      c["key.converter.schemas.enable"] = key_schemas ? "true" : "false";
+    if (std::string(value) == kJsonConverter)
+      c["value.converter.schemas.enable"] = value_schemas ? "true" : "false";
+    if (std::string(header) == kJsonConverter)
+      c["header.converter.schemas.enable"] = header_schemas ? "true" : "false";
     return c;
   };
   // Ordered so that the representative set pairs ByteArrayConverter with the bytea payload and
   // BinaryDataConverter with a struct (which fails on both sides).
   return {
-      {"conv-string", converters(kStringConverter, false, kStringConverter, false, kSimpleHeaderConverter, false)},
+      {"conv-string",
+       converters(kStringConverter, false, kStringConverter, false, kSimpleHeaderConverter, false)},
       {"conv-json", converters(kJsonConverter, true, kJsonConverter, true, kJsonConverter, true)},
-      {"conv-bytes", converters(kStringConverter, false, kByteArrayConverter, false, kSimpleHeaderConverter, false)},
-      {"conv-json-plain", converters(kJsonConverter, false, kJsonConverter, false, kSimpleHeaderConverter, false)},
-      {"conv-binary", converters(kStringConverter, false, kBinaryDataConverter, false, kJsonConverter, false)},
+      {"conv-bytes", converters(kStringConverter, false, kByteArrayConverter, false,
+                                kSimpleHeaderConverter, false)},
+      {"conv-json-plain",
+       converters(kJsonConverter, false, kJsonConverter, false, kSimpleHeaderConverter, false)},
+      {"conv-binary",
+       converters(kStringConverter, false, kBinaryDataConverter, false, kJsonConverter, false)},
   };
 }
 
@@ -193,27 +203,33 @@ Config RouterBase(const std::string& table) {
 std::vector<Case> AllCases(bool full, const std::string& version) {
   std::vector<Case> cases;
   // public.outbox (docs/outbox.sql): the default column names.
-  auto outbox = Generate(
-      "outbox", RouterBase("public.outbox"),
-      {
-          {{"", {}},
-           {"regex", {{"route.topic.regex", "(?<kind>Ord|Cust)(?:er|omer)"},
+  auto outbox =
+      Generate("outbox", RouterBase("public.outbox"),
+               {
+                   {{"", {}},
+                    {"regex",
+                     {{"route.topic.regex", "(?<kind>Ord|Cust)(?:er|omer)"},
                       {"route.topic.replacement", "events.${kind}.$1"}}},
-           {"route-type", {{"route.by.field", "type"}, {"route.topic.regex", "(.*)Created"},
-                           {"route.topic.replacement", "created-$1"}}}},
-          {{"", {}},
-           {"headers", {{"table.fields.additional.placement",
-                         "type:header:eventType,aggregateid:header,created_at:header:createdAt"}}},
-           {"envelope", {{"table.fields.additional.placement",
-                          "type:envelope:eventType,aggregateid:envelope,type:header"}}}},
-          {{"", {}},
-           {"expand", {{"table.expand.json.payload", "true"}}},
-           {"expand-keep-nulls", {{"table.expand.json.payload", "true"},
-                                  {"table.json.payload.null.behavior", "optional_bytes"}}}},
-          {{"tombstones", {{"route.tombstone.on.empty.payload", "true"}}}, {"", {}}},
-          {{"", {}}, {"op-error", {{"table.op.invalid.behavior", "error"}}}},
-      },
-      full);
+                    {"route-type",
+                     {{"route.by.field", "type"},
+                      {"route.topic.regex", "(.*)Created"},
+                      {"route.topic.replacement", "created-$1"}}}},
+                   {{"", {}},
+                    {"headers",
+                     {{"table.fields.additional.placement",
+                       "type:header:eventType,aggregateid:header,created_at:header:createdAt"}}},
+                    {"envelope",
+                     {{"table.fields.additional.placement",
+                       "type:envelope:eventType,aggregateid:envelope,type:header"}}}},
+                   {{"", {}},
+                    {"expand", {{"table.expand.json.payload", "true"}}},
+                    {"expand-keep-nulls",
+                     {{"table.expand.json.payload", "true"},
+                      {"table.json.payload.null.behavior", "optional_bytes"}}}},
+                   {{"tombstones", {{"route.tombstone.on.empty.payload", "true"}}}, {"", {}}},
+                   {{"", {}}, {"op-error", {{"table.op.invalid.behavior", "error"}}}},
+               },
+               full);
   cases.insert(cases.end(), outbox.begin(), outbox.end());
 
   // public.outbox_typed: every column renamed, payloads of three types, partition placement.
@@ -230,18 +246,22 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
            {"json", {{"table.field.event.payload", "body_json"}}},
            {"bytea", {{"table.field.event.payload", "body_bytes"}}}},
           {{"", {}}, {"ts", {{"table.field.event.timestamp", "occurred_at"}}}},
-          {{"headers", {{"table.fields.additional.placement",
-                         "part:partition,tenant:header,small:header,amount:header,flag:header,"
-                         "tstz:header,note:header:note,event_type:header:type,body_json:header:doc"}}},
-           {"envelope", {{"table.fields.additional.placement",
-                          "tenant:envelope,amount:envelope,flag:envelope,note:envelope,"
-                          "small:envelope"}}},
-           {"missing-ignored", {{"table.fields.additional.placement", "nosuch:header,note:header"},
-                                {"table.fields.additional.error.on.missing", "false"}}},
-           {"missing-ignore", {{"table.fields.additional.placement", "nosuch:header,note:header"},
-                               {"table.field.additional.missing", "ignore"}}}},
-          {{"expand-avro", {{"table.expand.json.payload", "true"},
-                            {"field.name.adjustment.mode", "avro"}}},
+          {{"headers",
+            {{"table.fields.additional.placement",
+              "part:partition,tenant:header,small:header,amount:header,flag:header,"
+              "tstz:header,note:header:note,event_type:header:type,body_json:header:doc"}}},
+           {"envelope",
+            {{"table.fields.additional.placement",
+              "tenant:envelope,amount:envelope,flag:envelope,note:envelope,"
+              "small:envelope"}}},
+           {"missing-ignored",
+            {{"table.fields.additional.placement", "nosuch:header,note:header"},
+             {"table.fields.additional.error.on.missing", "false"}}},
+           {"missing-ignore",
+            {{"table.fields.additional.placement", "nosuch:header,note:header"},
+             {"table.field.additional.missing", "ignore"}}}},
+          {{"expand-avro",
+            {{"table.expand.json.payload", "true"}, {"field.name.adjustment.mode", "avro"}}},
            {"", {}},
            {"schema-version", {{"table.field.event.schema.version", "version"}}}},
           {{"tombstones", {{"route.tombstone.on.empty.payload", "true"}}}, {"", {}}},
@@ -253,9 +273,12 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
       "converters", renamed,
       {
           ConverterMatrix(),
-          {{"plain", {{"table.fields.additional.placement", "tenant:header,amount:header,note:header,flag:header"}}},
-           {"envelope", {{"table.fields.additional.placement", "tenant:envelope,amount:envelope,note:envelope"},
-                         {"table.field.event.schema.version", "version"}}},
+          {{"plain",
+            {{"table.fields.additional.placement",
+              "tenant:header,amount:header,note:header,flag:header"}}},
+           {"envelope",
+            {{"table.fields.additional.placement", "tenant:envelope,amount:envelope,note:envelope"},
+             {"table.field.event.schema.version", "version"}}},
            {"expand", {{"table.expand.json.payload", "true"}}}},
           {{"text", {{"table.field.event.payload", "body_text"}}},
            {"json", {{"table.field.event.payload", "body_json"}}},
@@ -274,7 +297,8 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
     // StringConverter over an envelope holding a bytea payload.
     Case struct_bytes{"converters+conv-string+envelope+bytea", renamed};
     for (const auto& [k, v] : matrix[0].keys) struct_bytes.config[k] = v;
-    struct_bytes.config["transforms.outbox.table.fields.additional.placement"] = "tenant:envelope,amount:envelope";
+    struct_bytes.config["transforms.outbox.table.fields.additional.placement"] =
+        "tenant:envelope,amount:envelope";
     struct_bytes.config["transforms.outbox.table.field.event.payload"] = "body_bytes";
     cases.push_back(struct_bytes);
     // An empty bytea payload with tombstones on, which the pairing above gives only to a case
@@ -310,10 +334,10 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
   };
   // Expansion inside an envelope, JsonConverter with schemas: the payload member's schema.
   Case envelope_schemas{"outbox+envelope+expand+conv-json", RouterBase("public.outbox")};
-  for (const auto& [k, v] : Config{{"table.fields.additional.placement",
-                                    "type:envelope:eventType,aggregateid:envelope"},
-                                   {"table.expand.json.payload", "true"},
-                                   {"route.tombstone.on.empty.payload", "true"}})
+  for (const auto& [k, v] :
+       Config{{"table.fields.additional.placement", "type:envelope:eventType,aggregateid:envelope"},
+              {"table.expand.json.payload", "true"},
+              {"route.tombstone.on.empty.payload", "true"}})
     envelope_schemas.config["transforms.outbox." + k] = v;
   cases.push_back(with_converters(envelope_schemas, matrix[1].keys));
   // A Decimal in an envelope and a header under each converter that writes structs, with
@@ -327,12 +351,11 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
     c.config["decimal.handling.mode"] = "precise";
     cases.push_back(with_converters(c, matrix[i].keys));
   }
-  cases.push_back(with_converters(
-      Case{"decimals+json-key+string-value", decimals},
-      {{"key.converter", kJsonConverter},
-       {"key.converter.schemas.enable", "true"},
-       {"value.converter", kStringConverter},
-       {"header.converter", kSimpleHeaderConverter}}));
+  cases.push_back(with_converters(Case{"decimals+json-key+string-value", decimals},
+                                  {{"key.converter", kJsonConverter},
+                                   {"key.converter.schemas.enable", "true"},
+                                   {"value.converter", kStringConverter},
+                                   {"header.converter", kSimpleHeaderConverter}}));
   // Event timestamps at and just before the epoch, and earlier (both sides fail).
   Config epoch = RouterBase("public.outbox_epoch");
   epoch["transforms.outbox.table.field.event.timestamp"] = "at_edge";
@@ -375,11 +398,12 @@ std::vector<Case> AllCases(bool full, const std::string& version) {
   }
 
   // Envelope mode: the change events of a table with many column types.
-  Case envelope{"envelope", {{"table.include.list", "public.typed"},
-                             {"key.converter", kJsonConverter},
-                             {"key.converter.schemas.enable", "false"},
-                             {"value.converter", kJsonConverter},
-                             {"value.converter.schemas.enable", "false"}}};
+  Case envelope{"envelope",
+                {{"table.include.list", "public.typed"},
+                 {"key.converter", kJsonConverter},
+                 {"key.converter.schemas.enable", "false"},
+                 {"value.converter", kJsonConverter},
+                 {"value.converter.schemas.enable", "false"}}};
   cases.push_back(envelope);
   // The same under named handling modes, every value of each at least once: Debezium's
   // rendering of every column.
@@ -426,9 +450,10 @@ std::string Rows() {
                     const std::string& event, const std::string& payload) {
     char id[40];
     std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", n);
-    sql += "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) VALUES ('" +
-           std::string(id) + "', '" + type + "', '" + key + "', '" + event + "', " + payload +
-           ", '2024-02-29 12:34:56.789');";
+    sql +=
+        "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, created_at) VALUES ('" +
+        std::string(id) + "', '" + type + "', '" + key + "', '" + event + "', " + payload +
+        ", '2024-02-29 12:34:56.789');";
   };
   sql += "BEGIN;";
   outbox(1, "Order", "k1", "OrderCreated",
@@ -440,8 +465,7 @@ std::string Rows() {
   outbox(4, "Order", "k4", "OrderShipped",
          "'{\"msg\": \"héllo ✓ 😀\", \"quote\": \"a\\\"b\", \"list\": [1, 2, 3], "
          "\"lines\": [{\"sku\": \"a\"}, {\"sku\": \"b\", \"qty\": 2}]}'");
-  outbox(5, "Customer", "k5", "CustomerBig",
-         "jsonb_build_object('blob', repeat('x', 900000))");
+  outbox(5, "Customer", "k5", "CustomerBig", "jsonb_build_object('blob', repeat('x', 900000))");
   outbox(6, "Order", "k6", "OrderListed", "'[1, 2, {\"k\": null}]'");
   sql += "UPDATE outbox SET type = 'OrderChanged' WHERE aggregateid = 'k1';"
          "DELETE FROM outbox WHERE aggregateid = 'k2';";
@@ -449,9 +473,11 @@ std::string Rows() {
   auto typed = [&](int n, const std::string& values) {
     char id[40];
     std::snprintf(id, sizeof id, "10000000-0000-4000-8000-%012d", n);
-    sql += "INSERT INTO outbox_typed (event_id, route, event_key, event_type, body_text, body_json, "
-           "body_bytes, part, occurred_at, tenant, small, amount, flag, tstz, note, version) "
-           "VALUES ('" + std::string(id) + "', " + values + ");";
+    sql +=
+        "INSERT INTO outbox_typed (event_id, route, event_key, event_type, body_text, body_json, "
+        "body_bytes, part, occurred_at, tenant, small, amount, flag, tstz, note, version) "
+        "VALUES ('" +
+        std::string(id) + "', " + values + ");";
   };
   typed(1, "'Order', 'key-1', 'Created', '{\"t\": 1, \"n\": null, \"a-b\": 3}', "
            "'{\"j\": null, \"arr\": [], \"Bad-Name\": 1, \"1st\": 2}', '\\x00ff10', 2, "
@@ -466,8 +492,9 @@ std::string Rows() {
            "'x', 2");
   typed(5, "'Order', 'key-5', 'Created', '', '{\"deep\": {\"e\": [], \"n\": null}}', '\\x', 0, "
            "NULL, 0, 0, 0, false, NULL, 'y', 1");
-  typed(6, "'Order', 'key-6 😀', 'Created', 'smile 😀 \"q\"', '{\"m\": \"😀\", \"n\": null}', "
-           "'\\x7f', 3, '2024-03-01 00:00:00', 6, 6, 6.5, true, '2024-03-01 00:00:00+00', 'ü 😀', 2");
+  typed(6,
+        "'Order', 'key-6 😀', 'Created', 'smile 😀 \"q\"', '{\"m\": \"😀\", \"n\": null}', "
+        "'\\x7f', 3, '2024-03-01 00:00:00', 6, 6, 6.5, true, '2024-03-01 00:00:00+00', 'ü 😀', 2");
   sql += "UPDATE outbox_typed SET note = 'changed' WHERE event_key = 'key-1';"
          "DELETE FROM outbox_typed WHERE event_key = 'key-4';";
 
@@ -499,22 +526,23 @@ std::string Rows() {
          "\"aggregatetype\": \"Message\", \"aggregateid\": \"m1\", \"type\": \"Sent\", "
          "\"payload\": \"{\\\"m\\\": 1}\", \"note\": null}'); COMMIT;";
 
-  sql += "INSERT INTO typed VALUES (1, 9007199254740993, -7, 12345.67, 'NaN', 1.5, '-Infinity', "
-         "true, 'ünï \"q\" \\ ok', 'short', 'ab', '\\x00ff10', '{\"a\": [1, 2]}', '{\"b\": null}', "
-         "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29 12:34:56.789', "
-         "'2024-02-29 12:34:56.789+02', '2024-02-29', '2024-02-29 12:34:56.789', "
-         "'12:34:56.789012', '01:02:03.4', '12:34:56.5+05:30', '1 year 2 mons 3 days 04:05:06.789', "
-         "'ok', '{1,2,NULL}', '{\"a\",\"b c\"}', 12345);"
-         "INSERT INTO typed VALUES (3, -1, 0, -0.05, 123.4500, 'NaN', 1e300, false, '', '', '', "
-         "'\\x', '[]', '{}', '00000000-0000-0000-0000-000000000000', "
-         "'1969-12-31 23:59:59.999999', '1900-01-01 00:00:00+00', '1960-01-01', '1970-01-01', "
-         "'00:00:00', '23:59:59.999', '00:00:00-08', '-1 days -00:00:01', 'sad', '{}', '{}', 0);"
-         "INSERT INTO typed (id, n, nn, r, d, ts, tstz, dt) VALUES (4, 99999999.99, -1e-10, "
-         "3.4e38, 12345678.9, '2024-01-01 00:00:00.000001', '2024-06-01 10:00:00.5-07:30', "
-         "'0001-01-01');"
-         "INSERT INTO typed (id) VALUES (2);"
-         "UPDATE typed SET t = 'changed', n = NULL WHERE id = 1;"
-         "DELETE FROM typed WHERE id = 2;";
+  sql +=
+      "INSERT INTO typed VALUES (1, 9007199254740993, -7, 12345.67, 'NaN', 1.5, '-Infinity', "
+      "true, 'ünï \"q\" \\ ok', 'short', 'ab', '\\x00ff10', '{\"a\": [1, 2]}', '{\"b\": null}', "
+      "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2024-02-29 12:34:56.789', "
+      "'2024-02-29 12:34:56.789+02', '2024-02-29', '2024-02-29 12:34:56.789', "
+      "'12:34:56.789012', '01:02:03.4', '12:34:56.5+05:30', '1 year 2 mons 3 days 04:05:06.789', "
+      "'ok', '{1,2,NULL}', '{\"a\",\"b c\"}', 12345);"
+      "INSERT INTO typed VALUES (3, -1, 0, -0.05, 123.4500, 'NaN', 1e300, false, '', '', '', "
+      "'\\x', '[]', '{}', '00000000-0000-0000-0000-000000000000', "
+      "'1969-12-31 23:59:59.999999', '1900-01-01 00:00:00+00', '1960-01-01', '1970-01-01', "
+      "'00:00:00', '23:59:59.999', '00:00:00-08', '-1 days -00:00:01', 'sad', '{}', '{}', 0);"
+      "INSERT INTO typed (id, n, nn, r, d, ts, tstz, dt) VALUES (4, 99999999.99, -1e-10, "
+      "3.4e38, 12345678.9, '2024-01-01 00:00:00.000001', '2024-06-01 10:00:00.5-07:30', "
+      "'0001-01-01');"
+      "INSERT INTO typed (id) VALUES (2);"
+      "UPDATE typed SET t = 'changed', n = NULL WHERE id = 1;"
+      "DELETE FROM typed WHERE id = 2;";
   return sql;
 }
 
@@ -586,7 +614,8 @@ std::string JsonString(const std::string& s) {
 
 std::string ConfigJson(const Config& cfg) {
   std::string json = "{";
-  for (const auto& [k, v] : cfg) json += (json.size() > 1 ? "," : "") + JsonString(k) + ":" + JsonString(v);
+  for (const auto& [k, v] : cfg)
+    json += (json.size() > 1 ? "," : "") + JsonString(k) + ":" + JsonString(v);
   return json + "}";
 }
 
@@ -604,7 +633,9 @@ std::string Show(const std::optional<std::string>& bytes) {
       out += static_cast<char>(c);
     }
   }
-  if (out.size() > 400) out = out.substr(0, 300) + "...(" + std::to_string(bytes->size()) + " bytes)..." + out.substr(out.size() - 60);
+  if (out.size() > 400)
+    out = out.substr(0, 300) + "...(" + std::to_string(bytes->size()) + " bytes)..." +
+          out.substr(out.size() - 60);
   return "'" + out + "'";
 }
 
@@ -669,9 +700,9 @@ class Harness {
       for (auto& r : batch) {
         Outcome& out = results[r.c->name];
         // Done when the slot is confirmed to the end, or the relay stopped on its own.
-        const bool confirmed = Eventually(
-            [&] { return fx_.ConfirmedFlush(r.slot) >= end_ || !r.relay->Running(); },
-            std::chrono::seconds(90));
+        const bool confirmed =
+            Eventually([&] { return fx_.ConfirmedFlush(r.slot) >= end_ || !r.relay->Running(); },
+                       std::chrono::seconds(90));
         if (!confirmed || fx_.ConfirmedFlush(r.slot) < end_) {
           auto code = r.relay->Wait(std::chrono::seconds(0));
           out.error = "walrelay stopped " +
@@ -685,7 +716,8 @@ class Harness {
         out.records = ReadEverything(r.kafka->bootstrap_servers());
         fx_.WaitSlotFree(r.slot);
         fx_.Exec("SELECT pg_drop_replication_slot('" + r.slot + "')");
-        if (!out.error.empty()) MESSAGE(r.c->name << ": " << out.error << "\n" << ReadWholeFile(r.log));
+        if (!out.error.empty())
+          MESSAGE(r.c->name << ": " << out.error << "\n" << ReadWholeFile(r.log));
       }
     }
     return results;
@@ -782,9 +814,8 @@ class Harness {
     // walrelay's source position (offsets.storage.topic, default walrelay-offsets-<name>) is
     // its own bookkeeping, as Connect's offsets topic is the worker's: not a record of the
     // connector's to compare.
-    std::erase_if(*topics, [](const std::string& topic) {
-      return topic.rfind("walrelay-offsets-", 0) == 0;
-    });
+    std::erase_if(
+        *topics, [](const std::string& topic) { return topic.rfind("walrelay-offsets-", 0) == 0; });
     std::vector<ConsumedRecord> consumed;
     if (!topics->empty()) {
       REQUIRE((*reader)->Assign(*topics).ok());
@@ -914,8 +945,9 @@ std::optional<rapidjson::Document> ParseJson(const std::optional<std::string>& t
 bool SameJson(const rapidjson::Value& a, const rapidjson::Value& b) {
   if (a.IsNumber() && b.IsNumber()) return a.GetDouble() == b.GetDouble();
   if (a.GetType() != b.GetType()) return false;
-  if (a.IsString()) return std::string_view(a.GetString(), a.GetStringLength()) ==
-                           std::string_view(b.GetString(), b.GetStringLength());
+  if (a.IsString())
+    return std::string_view(a.GetString(), a.GetStringLength()) ==
+           std::string_view(b.GetString(), b.GetStringLength());
   if (a.IsArray()) {
     if (a.Size() != b.Size()) return false;
     for (rapidjson::SizeType i = 0; i < a.Size(); ++i)
@@ -948,8 +980,8 @@ std::string Render(const rapidjson::Value& v) {
 bool SameUpToMergedOrder(const rapidjson::Value& a, const rapidjson::Value& b) {
   if (!a.IsObject() || !b.IsObject()) return SameJson(a, b);
   if (a.MemberCount() != b.MemberCount()) return false;
-  const bool merged = a.HasMember("fields") && a.HasMember("optional") &&
-                      a["optional"].IsBool() && !a["optional"].GetBool();
+  const bool merged = a.HasMember("fields") && a.HasMember("optional") && a["optional"].IsBool() &&
+                      !a["optional"].GetBool();
   for (auto m = a.MemberBegin(); m != a.MemberEnd(); ++m) {
     if (!b.HasMember(m->name)) return false;
     const rapidjson::Value& bv = b[m->name];
@@ -981,8 +1013,7 @@ bool LooksTemporalDebezium(const std::string& s) {
 
 class Comparer {
  public:
-  Comparer(Comparison& result, int64_t commit_from_ms, int64_t commit_to_ms,
-           std::string version)
+  Comparer(Comparison& result, int64_t commit_from_ms, int64_t commit_to_ms, std::string version)
       : result_(result),
         commit_from_ms_(commit_from_ms),
         commit_to_ms_(commit_to_ms),
@@ -1006,9 +1037,9 @@ class Comparer {
                       std::to_string(walrelay.records.size()) + " record(s)");
       } else if (walrelay.error.empty() &&
                  debezium.error.find("is not a valid field name") != std::string::npos &&
-                 (IsDebezium32(version_) ? Get("table.field.additional.missing") == "ignore"
-                                         : Get("table.fields.additional.error.on.missing") ==
-                                               "false")) {
+                 (IsDebezium32(version_)
+                      ? Get("table.field.additional.missing") == "ignore"
+                      : Get("table.fields.additional.error.on.missing") == "false")) {
         result_.Known(IsDebezium32(version_) ? kNewMissingKey : kLegacyMissingKey, name,
                       debezium.error, std::to_string(walrelay.records.size()) + " record(s)");
       } else if (debezium.error.empty() != walrelay.error.empty()) {
@@ -1032,7 +1063,8 @@ class Comparer {
       CompareRecord(where, d, *w);
     }
     for (const auto& [tp, q] : queues)
-      for (const Rec* w : q) result_.Differ(name + " (" + tp.first + ")", "record", "(none)", Describe(*w));
+      for (const Rec* w : q)
+        result_.Differ(name + " (" + tp.first + ")", "record", "(none)", Describe(*w));
   }
 
  private:
@@ -1157,7 +1189,9 @@ class Comparer {
       // top-level array) is sent unexpanded: JsonConverter writes it as a JSON string.
       rapidjson::Document inner;
       inner.Parse<rapidjson::kParseFullPrecisionFlag>(dv.GetString(), dv.GetStringLength());
-      if (inner.HasParseError() || inner.IsObject() != wv.IsObject() || inner.IsArray() != wv.IsArray()) return;
+      if (inner.HasParseError() || inner.IsObject() != wv.IsObject() ||
+          inner.IsArray() != wv.IsArray())
+        return;
       dv.CopyFrom(wv, alloc);
       applied.push_back(kUnschemaedExpansion);
     };
@@ -1249,8 +1283,9 @@ class Comparer {
     }
     // walrelay's own rendering of these columns is intended only while no handling mode is
     // named; named, every column must be Debezium's.
-    static const std::set<std::string> kNativeColumns = {
-        "n", "nn", "r", "d", "ts", "tstz", "dt", "ts3", "tm", "tm3", "tmtz", "iv", "ia", "ta", "n0"};
+    static const std::set<std::string> kNativeColumns = {"n",    "nn", "r",   "d",  "ts",
+                                                         "tstz", "dt", "ts3", "tm", "tm3",
+                                                         "tmtz", "iv", "ia",  "ta", "n0"};
     const bool modes_named = case_->config.count("decimal.handling.mode") ||
                              case_->config.count("time.precision.mode") ||
                              case_->config.count("binary.handling.mode");
@@ -1277,7 +1312,8 @@ class Comparer {
             result_.Differ(at + "." + name, "member", Render(s->value), "(absent)");
           } else if (!SameJson(s->value, wv[name.c_str()])) {
             if (name == "version") {
-              result_.Known(kSourceVersion, at + "." + name, Render(s->value), Render(wv[name.c_str()]));
+              result_.Known(kSourceVersion, at + "." + name, Render(s->value),
+                            Render(wv[name.c_str()]));
             } else {
               result_.Differ(at + "." + name, "member", Render(s->value), Render(wv[name.c_str()]));
             }
@@ -1288,7 +1324,8 @@ class Comparer {
       if (!SameJson(m->value, wv)) result_.Differ(at, "member", Render(m->value), Render(wv));
     }
     for (auto m = wj->MemberBegin(); m != wj->MemberEnd(); ++m)
-      if (!dj->HasMember(m->name)) result_.Differ(where + " " + m->name.GetString(), "member", "(absent)", Render(m->value));
+      if (!dj->HasMember(m->name))
+        result_.Differ(where + " " + m->name.GetString(), "member", "(absent)", Render(m->value));
   }
 
   void CompareRow(const std::string& at, const rapidjson::Value& d, const rapidjson::Value& w,
@@ -1303,7 +1340,8 @@ class Comparer {
         result_.Differ(at + "." + col, "column", Render(c->value), "(absent)");
       } else if (!SameJson(c->value, w[col.c_str()])) {
         if (rendered.count(col)) {
-          result_.Known(kChangeEventRendering, at + "." + col, Render(c->value), Render(w[col.c_str()]));
+          result_.Known(kChangeEventRendering, at + "." + col, Render(c->value),
+                        Render(w[col.c_str()]));
         } else {
           result_.Differ(at + "." + col, "column", Render(c->value), Render(w[col.c_str()]));
         }
@@ -1342,8 +1380,8 @@ class Comparer {
         continue;
       const bool same_trace = dm[1] == wm[1];
       const bool both_roots = dm[1] != kParentTrace && wm[1] != kParentTrace;
-      if (dm[3] == wm[3] && (same_trace || both_roots) &&
-          dm.prefix().str() == wm.prefix().str() && dm.suffix().str() == wm.suffix().str())
+      if (dm[3] == wm[3] && (same_trace || both_roots) && dm.prefix().str() == wm.prefix().str() &&
+          dm.suffix().str() == wm.suffix().str())
         expected[i].second = wv;
     }
     if (expected.size() == w.headers.size()) {
@@ -1352,7 +1390,8 @@ class Comparer {
         const auto& [dk, dv] = expected[i];
         const auto& [wk, wv] = w.headers[i];
         if (dk != wk) names_match = false;
-        if (dk == wk && dv != wv && dv && wv && LooksTemporalDebezium(*dv) && LooksTemporalText(*wv)) {
+        if (dk == wk && dv != wv && dv && wv && LooksTemporalDebezium(*dv) &&
+            LooksTemporalText(*wv)) {
           result_.Known(kTemporalText, where + " header " + dk, Show(dv), Show(wv));
           expected[i].second = wv;
         }
@@ -1367,7 +1406,8 @@ class Comparer {
       }
       if (!names_match) result_.Differ(where, "header names", render(expected), render(w.headers));
     }
-    if (expected != w.headers) result_.Differ(where, "headers", render(expected), render(w.headers));
+    if (expected != w.headers)
+      result_.Differ(where, "headers", render(expected), render(w.headers));
   }
 
   // walrelay stamps a record with its commit time where Debezium leaves the processing time
@@ -1434,14 +1474,13 @@ void RunSuite(bool full) {
   auto seconds = [](auto from, auto to) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(to - from).count() / 1000.0;
   };
-  MESSAGE("Debezium " << version << ": " << cases.size() << " cases, "
-                       << result.records << " Debezium records compared, "
-                       << result.differences.size() << " unrecognised difference(s); walrelay "
-                       << seconds(started, walrelay_done) << " s, Debezium "
-                       << seconds(walrelay_done, debezium_done) << " s"
-                       << "\nintended divergences (docs/event-router.md):" << list(kIntended)
-                       << "\nopen differences (docs/testing.md):" << list(kOpen)
-                       << "\nunrecognised differences:" << differences);
+  MESSAGE("Debezium " << version << ": " << cases.size() << " cases, " << result.records
+                      << " Debezium records compared, " << result.differences.size()
+                      << " unrecognised difference(s); walrelay " << seconds(started, walrelay_done)
+                      << " s, Debezium " << seconds(walrelay_done, debezium_done) << " s"
+                      << "\nintended divergences (docs/event-router.md):" << list(kIntended)
+                      << "\nopen differences (docs/testing.md):" << list(kOpen)
+                      << "\nunrecognised differences:" << differences);
   CHECK(result.records > 0);
   CHECK(result.differences.empty());
   // The recognised differences are all still there: a change that removes one must take it
@@ -1460,16 +1499,21 @@ TEST_CASE("debezium parity: the comparison finds what differs and expects the Ja
           "partitions") {
   // Partitions computed with Kafka 3.9.1's Utils.murmur2 and Utils.toPositive.
   const std::vector<std::tuple<std::string, int32_t, int32_t>> java = {
-      {"k1", 1, 0}, {"key-1", 0, 5}, {"clé-3", 1, 0}, {"{\"id\":2}", 0, 5},
-      {"a-little-bit-longer-string", 3, 0}, {"", 1, 2}};
+      {"k1", 1, 0},
+      {"key-1", 0, 5},
+      {"clé-3", 1, 0},
+      {"{\"id\":2}", 0, 5},
+      {"a-little-bit-longer-string", 3, 0},
+      {"", 1, 2}};
   for (const auto& [key, of4, of7] : java) {
     CHECK(JavaPartition(key, 4) == of4);
     CHECK(JavaPartition(key, 7) == of7);
   }
 
   const int64_t commit = 1'700'000'000'000;
-  Rec debezium{"outbox.event.Order", std::nullopt, commit + 50, "k1", "{\"a\": 1}",
-               {{"__debezium.context.taskId", "0"}, {"id", "e1"}}};
+  Rec debezium{"outbox.event.Order", std::nullopt,
+               commit + 50,          "k1",
+               "{\"a\": 1}",         {{"__debezium.context.taskId", "0"}, {"id", "e1"}}};
   Rec walrelay{"outbox.event.Order", 1, commit, "k1", "{\"a\": 1}", {{"id", "e1"}}};
   Case c{"unit", RouterBase("public.outbox")};
   auto compare = [&](const Rec& w) {
@@ -1481,7 +1525,7 @@ TEST_CASE("debezium parity: the comparison finds what differs and expects the Ja
   Comparison same = compare(walrelay);
   CHECK(same.differences.empty());
   CHECK(same.known.count(kExtendedHeaders) == 1);  // extended headers
-  CHECK(same.known.count(kCommitTime) == 1);  // commit time
+  CHECK(same.known.count(kCommitTime) == 1);       // commit time
 
   Rec other_value = walrelay;
   other_value.value = "{\"a\": 2}";

@@ -222,9 +222,8 @@ TEST_CASE("PgSandbox: query, wal2json slot, restart, cleanup") {
     CHECK_FALSE(pg.QueryValue("select null").ok());
 
     REQUIRE(pg.Exec("create table outbox(id serial primary key, payload text)").ok());
-    auto slot = pg.QueryValue(
-        "select slot_name from pg_create_logical_replication_slot('s', "
-        "'wal2json')");
+    auto slot = pg.QueryValue("select slot_name from pg_create_logical_replication_slot('s', "
+                              "'wal2json')");
     REQUIRE_MESSAGE(slot.ok(), slot.status().ToString());
     CHECK(*slot == "s");
     REQUIRE(pg.Exec("insert into outbox(payload) values ('hello')").ok());
@@ -303,8 +302,9 @@ TEST_CASE("PgSandbox: online standby streams; kill -9 of the primary; promotion,
   REQUIRE_MESSAGE(primary_r.ok(), primary_r.status().ToString());
   PgSandbox& primary = **primary_r;
   CHECK(primary.major_version() >= 15);
-  REQUIRE(primary.Exec("create table t(id int primary key, v text);"
-                       "insert into t select g, 'before' from generate_series(1, 100) g")
+  REQUIRE(primary
+              .Exec("create table t(id int primary key, v text);"
+                    "insert into t select g, 'before' from generate_series(1, 100) g")
               .ok());
   CHECK(Val(primary.Timeline()) == "1");
   CHECK(primary.Promote().code() == ErrorCode::kPrecondition);  // not a standby
@@ -380,8 +380,9 @@ TEST_CASE("PgSandbox 17: cold-copy standby synchronizes a failover slot; promoti
   CHECK(standby.major_version() == 17);
 
   // slot name, plugin, temporary, two-phase, failover
-  REQUIRE(primary.Exec("select pg_create_logical_replication_slot('fs', 'pgoutput', false, "
-                       "false, true)")
+  REQUIRE(primary
+              .Exec("select pg_create_logical_replication_slot('fs', 'pgoutput', false, "
+                    "false, true)")
               .ok());
   REQUIRE(primary.Exec("insert into t select generate_series(1, 10)").ok());
   // The standby's copy stays temporary until the primary's slot moves past the position the
@@ -392,9 +393,9 @@ TEST_CASE("PgSandbox 17: cold-copy standby synchronizes a failover slot; promoti
   while (std::chrono::steady_clock::now() < deadline) {
     REQUIRE(primary.Exec("select pg_log_standby_snapshot()").ok());
     REQUIRE(primary.Exec("select pg_replication_slot_advance('fs', pg_current_wal_lsn())").ok());
-    synced = Val(standby.QueryValue(
-        "select synced::text || '/' || temporary::text || '/' || failover::text "
-        "from pg_replication_slots where slot_name = 'fs'"));
+    synced = Val(
+        standby.QueryValue("select synced::text || '/' || temporary::text || '/' || failover::text "
+                           "from pg_replication_slots where slot_name = 'fs'"));
     if (synced == "true/false/true") break;
     std::this_thread::sleep_for(100ms);
   }
@@ -565,22 +566,20 @@ TEST_CASE("FormatRecord") {
   r.value = "{\"a\":1}\n";
   r.headers = {{"id", "abc"}, {"trace", std::nullopt}};
   r.timestamp_ms = 1700000000123;
-  CHECK(FormatRecord(r) ==
-        "topic=outbox.event.order partition=1 offset=42\n"
-        "  key: order-7\n"
-        "  headers: id=abc, trace=(null)\n"
-        "  timestamp: 1700000000123 (2023-11-14T22:13:20.123Z)\n"
-        "  value: {\"a\":1}\\x0a");
+  CHECK(FormatRecord(r) == "topic=outbox.event.order partition=1 offset=42\n"
+                           "  key: order-7\n"
+                           "  headers: id=abc, trace=(null)\n"
+                           "  timestamp: 1700000000123 (2023-11-14T22:13:20.123Z)\n"
+                           "  value: {\"a\":1}\\x0a");
   r.key.reset();
   r.value.reset();
   r.headers.clear();
   r.timestamp_ms = -1;
-  CHECK(FormatRecord(r) ==
-        "topic=outbox.event.order partition=1 offset=42\n"
-        "  key: (null)\n"
-        "  headers: (none)\n"
-        "  timestamp: (none)\n"
-        "  value: (null)");
+  CHECK(FormatRecord(r) == "topic=outbox.event.order partition=1 offset=42\n"
+                           "  key: (null)\n"
+                           "  headers: (none)\n"
+                           "  timestamp: (none)\n"
+                           "  value: (null)");
 }
 
 }  // namespace

@@ -8,12 +8,12 @@
 
 #include <chrono>
 #include <csignal>
-#include <map>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
-#include <memory>
 #include <thread>
 
 #include "common/rdkafka_handles.h"
@@ -38,15 +38,20 @@ constexpr int kExitSlotGone = 16;
 std::string DropSlotUnderRelay(const std::string& slot) {
   return "DO $$ BEGIN FOR i IN 1..200 LOOP BEGIN "
          "PERFORM pg_terminate_backend(active_pid) FROM pg_replication_slots "
-         "WHERE slot_name = '" + slot + "' AND active; "
-         "PERFORM pg_drop_replication_slot('" + slot + "'); RETURN; "
+         "WHERE slot_name = '" +
+         slot +
+         "' AND active; "
+         "PERFORM pg_drop_replication_slot('" +
+         slot +
+         "'); RETURN; "
          "EXCEPTION WHEN object_in_use THEN PERFORM pg_sleep(0.05); END; END LOOP; "
-         "RAISE EXCEPTION 'slot % stayed in use', '" + slot + "'; END $$";
+         "RAISE EXCEPTION 'slot % stayed in use', '" +
+         slot + "'; END $$";
 }
 
 int SlotCount(RelayFixture& fx, const std::string& slot) {
-  return std::stoi(fx.Value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" +
-                            slot + "'"));
+  return std::stoi(
+      fx.Value("SELECT count(*) FROM pg_replication_slots WHERE slot_name = '" + slot + "'"));
 }
 
 std::string Rows(int& seq, int n) {
@@ -105,7 +110,8 @@ TEST_CASE("at least once: a vanished slot stops every later relay of the connect
   REQUIRE_MESSAGE(standby_code.ok(), ReadWholeFile(standby_log));
   CHECK_MESSAGE(*standby_code == kExitSlotGone, ReadWholeFile(standby_log));
   const std::string standby_text = ReadWholeFile(standby_log);
-  CHECK(standby_text.find("replication slot '" + slot + "' this connector streamed from no "
+  CHECK(standby_text.find("replication slot '" + slot +
+                          "' this connector streamed from no "
                           "longer exists") != std::string::npos);
   CHECK(standby_text.find("offsets topic '" + topic + "' holds this connector's position LSN") !=
         std::string::npos);
@@ -123,25 +129,27 @@ TEST_CASE("at least once: a vanished slot stops every later relay of the connect
 
   // The operator's opt-in: the slot is created again, the range at risk named at error level,
   // and the counter says so.
-  const std::string recreate =
-      fx.WriteConfig(slot, {{"slot.recreate.when.missing", "true"}});
+  const std::string recreate = fx.WriteConfig(slot, {{"slot.recreate.when.missing", "true"}});
   auto recreated = fx.StartRelay(recreate);
   const std::string recreated_log = ReadWholeFile(fx.log_path());
   CHECK(SlotCount(fx, slot) == 1);
-  const std::regex at_error(
-      "error.*replication slot '" + slot + "' was missing and has been created again.*between "
-      "LSN [0-9A-F/]+ \\(the last stored position\\)");
+  const std::regex at_error("error.*replication slot '" + slot +
+                            "' was missing and has been created again.*between "
+                            "LSN [0-9A-F/]+ \\(the last stored position\\)");
   CHECK_MESSAGE(std::regex_search(recreated_log, at_error), recreated_log);
   const Reply metrics = Http(RestPort(fx), "GET", "/metrics");
   CHECK_MESSAGE(metrics.body.find("walrelay_slot_recreated_total 1") != std::string::npos,
                 metrics.body);
   fx.Exec(Rows(seq, 5));
-  auto records = ReadEverySeq(*fx.Reader(), [&] {
-    std::set<int> wanted;
-    for (int s = 1; s <= seq; ++s)
-      if (s < lost_from || s >= lost_from + 5) wanted.insert(s);
-    return wanted;
-  }(), 60s);
+  auto records = ReadEverySeq(
+      *fx.Reader(),
+      [&] {
+        std::set<int> wanted;
+        for (int s = 1; s <= seq; ++s)
+          if (s < lost_from || s >= lost_from + 5) wanted.insert(s);
+        return wanted;
+      }(),
+      60s);
   auto seen = CheckRecords(records);
   CHECK(seen.size() == static_cast<size_t>(seq - 5));
   for (int s = lost_from; s < lost_from + 5; ++s) CHECK(seen.count(s) == 0);
@@ -173,10 +181,9 @@ TEST_CASE("exactly once: another producer's open transaction on the offsets topi
   const std::string offsets_topic = "shared-offsets";
   // A long boundary keeps each source transaction's records in an open Kafka transaction until
   // the relay ends its stream: then the slot stands behind what Kafka committed for certain.
-  const std::map<std::string, std::string> eos = {
-      {"exactly.once.support", "required"},
-      {"offsets.storage.topic", offsets_topic},
-      {"transaction.boundary.interval.ms", "600000"}};
+  const std::map<std::string, std::string> eos = {{"exactly.once.support", "required"},
+                                                  {"offsets.storage.topic", offsets_topic},
+                                                  {"transaction.boundary.interval.ms", "600000"}};
   const std::string config = fx.WriteConfig(slot, eos);
   auto relay = fx.StartRelay(config);
   int seq = 0;
@@ -256,8 +263,8 @@ TEST_CASE("exactly once: another producer's open transaction on the offsets topi
   const size_t after_kill = check_all("after kill -9 with the slot put back");
   const std::string log = Log(fx);
   CHECK(log.find("also holds positions of other connectors") != std::string::npos);
-  MESSAGE("exactly once beside a foreign open transaction: " << seq << " rows, duplicates "
-          << after_restart << " after REST restarts, " << after_kill
+  MESSAGE("exactly once beside a foreign open transaction: "
+          << seq << " rows, duplicates " << after_restart << " after REST restarts, " << after_kill
           << " after kill -9 with the slot put back at " << behind.ToString());
   REQUIRE(restarted->Kill(SIGTERM).ok());
   REQUIRE(restarted->Wait(20s).ok());
@@ -334,7 +341,8 @@ TEST_CASE("exactly once: after a promotion behind the stored position nothing is
   CHECK_MESSAGE(delivered_new == new_rows.size(), log);
   CHECK(seen.size() == static_cast<size_t>(seq));
   CHECK(Duplicates(seen) == 0);
-  MESSAGE("promotion behind the stored position: fork at " << fork.ToString() << ", stored "
+  MESSAGE("promotion behind the stored position: fork at "
+          << fork.ToString() << ", stored "
           << "position past " << old_end.ToString() << "; " << delivered_new << " of "
           << new_rows.size() << " rows of the new primary delivered, " << Duplicates(seen)
           << " duplicates");
@@ -445,7 +453,8 @@ TEST_CASE("at least once: after a failover to a server without the slot, exit 16
       fx.WriteConfig(slot, {{"database.port", std::to_string(standby.port())}});
   auto [code, output] = fx.RunCommand({"run", "--config", moved});
   CHECK_MESSAGE(code == kExitSlotGone, output);
-  CHECK(output.find("replication slot '" + slot + "' this connector streamed from no longer "
+  CHECK(output.find("replication slot '" + slot +
+                    "' this connector streamed from no longer "
                     "exists") != std::string::npos);
   CHECK(output.find("holds this connector's position LSN") != std::string::npos);
   // No slot was created on the new primary behind the operator's back.

@@ -47,13 +47,14 @@ std::vector<std::string> ReadValues(const std::string& topic, const std::string&
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   static int readers = 0;
-  const std::string group = "eos-test-" + std::to_string(::getpid()) + "-" + std::to_string(readers++);
-  for (const auto& [k, v] : std::map<std::string, std::string>{
-           {"bootstrap.servers", Broker().bootstrap_servers()},
-           {"group.id", group},
-           {"isolation.level", isolation},
-           {"enable.auto.commit", "false"},
-           {"enable.partition.eof", "true"}})
+  const std::string group =
+      "eos-test-" + std::to_string(::getpid()) + "-" + std::to_string(readers++);
+  for (const auto& [k, v] :
+       std::map<std::string, std::string>{{"bootstrap.servers", Broker().bootstrap_servers()},
+                                          {"group.id", group},
+                                          {"isolation.level", isolation},
+                                          {"enable.auto.commit", "false"},
+                                          {"enable.partition.eof", "true"}})
     REQUIRE(rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) == RD_KAFKA_CONF_OK);
   KafkaConsumerPtr rk(rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err));
   REQUIRE_MESSAGE(rk, err);
@@ -72,18 +73,21 @@ std::vector<std::string> ReadValues(const std::string& topic, const std::string&
   std::vector<std::string> values;
   std::set<int32_t> at_end;
   const auto deadline = std::chrono::steady_clock::now() + 15s;
-  while (static_cast<int>(at_end.size()) < partitions && std::chrono::steady_clock::now() < deadline) {
+  while (static_cast<int>(at_end.size()) < partitions &&
+         std::chrono::steady_clock::now() < deadline) {
     rd_kafka_message_t* m = rd_kafka_consumer_poll(rk.get(), 200);
     if (!m) continue;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
       at_end.insert(m->partition);
     } else if (!m->err) {
       at_end.erase(m->partition);
-      values.emplace_back(m->payload ? std::string(static_cast<const char*>(m->payload), m->len) : "");
+      values.emplace_back(m->payload ? std::string(static_cast<const char*>(m->payload), m->len)
+                                     : "");
     }
     rd_kafka_message_destroy(m);
   }
-  REQUIRE_MESSAGE(static_cast<int>(at_end.size()) == partitions, topic << " not read to its end in 15 s");
+  REQUIRE_MESSAGE(static_cast<int>(at_end.size()) == partitions,
+                  topic << " not read to its end in 15 s");
   return values;
 }
 
@@ -99,7 +103,8 @@ std::vector<std::string> ReadCommittedOnce(const std::string& topic, size_t expe
   return values;
 }
 
-SourceOffset OffsetAt(uint64_t commit_lsn, const std::string& system_identifier = "7300000000000000001",
+SourceOffset OffsetAt(uint64_t commit_lsn,
+                      const std::string& system_identifier = "7300000000000000001",
                       const std::string& slot = "walrelay") {
   SourceOffset o;
   o.lsn = Lsn(commit_lsn + 8);
@@ -120,9 +125,10 @@ Record DataRecord(const std::string& topic, const std::string& value) {
   return r;
 }
 
-std::unique_ptr<TransactionalProducer> InitializedProducer(const std::string& transactional_id,
-                                                           TransactionalProducer::DeliveryHandler handler = {}) {
-  auto producer = TransactionalProducer::Create(ClientProperties(), transactional_id, std::move(handler));
+std::unique_ptr<TransactionalProducer> InitializedProducer(
+    const std::string& transactional_id, TransactionalProducer::DeliveryHandler handler = {}) {
+  auto producer =
+      TransactionalProducer::Create(ClientProperties(), transactional_id, std::move(handler));
   REQUIRE_MESSAGE(producer.ok(), producer.status().ToString());
   const TxnStatus init = (*producer)->InitTransactions(kTxnTimeout);
   REQUIRE_MESSAGE(init.ok(), init.status.ToString());
@@ -155,16 +161,19 @@ std::vector<std::string> Values(const std::string& prefix, int count) {
 
 }  // namespace
 
-TEST_CASE("committed: visible to read_committed with its offset record; aborted: to read_uncommitted only") {
+TEST_CASE("committed: visible to read_committed with its offset record; aborted: to "
+          "read_uncommitted only") {
   const std::string data = "eos.visibility.data";
   REQUIRE(Broker().CreateTopic(data, 1, 1).ok());
-  const OffsetStore store(ClientProperties(), "eos.visibility.offsets", SourceOffsetKey("visibility", "db1"));
+  const OffsetStore store(ClientProperties(), "eos.visibility.offsets",
+                          SourceOffsetKey("visibility", "db1"));
   auto partitions = store.EnsureTopic(1, 1, 10s);
   REQUIRE_MESSAGE(partitions.ok(), partitions.status().ToString());
   int acknowledged = 0;
-  auto producer = InitializedProducer("walrelay-visibility", [&](const TransactionDeliveryReport& r) {
-    if (r.error == RD_KAFKA_RESP_ERR_NO_ERROR) ++acknowledged;
-  });
+  auto producer =
+      InitializedProducer("walrelay-visibility", [&](const TransactionDeliveryReport& r) {
+        if (r.error == RD_KAFKA_RESP_ERR_NO_ERROR) ++acknowledged;
+      });
 
   Transaction(*producer, store, data, Values("committed-", 10), OffsetAt(0x1000), true);
   Transaction(*producer, store, data, Values("aborted-", 7), OffsetAt(0x2000), false);
@@ -192,8 +201,10 @@ TEST_CASE("committed: visible to read_committed with its offset record; aborted:
   CHECK(**last == OffsetAt(0x3000));
 }
 
-TEST_CASE("the offset store: none before the first commit, the last committed one, aborted ignored") {
-  const OffsetStore missing(ClientProperties(), "eos.store.never-created", SourceOffsetKey("store", "db1"));
+TEST_CASE(
+    "the offset store: none before the first commit, the last committed one, aborted ignored") {
+  const OffsetStore missing(ClientProperties(), "eos.store.never-created",
+                            SourceOffsetKey("store", "db1"));
   auto nothing = missing.ReadLast(10s);
   REQUIRE_MESSAGE(nothing.ok(), nothing.status().ToString());
   CHECK_FALSE(nothing->has_value());
@@ -205,7 +216,8 @@ TEST_CASE("the offset store: none before the first commit, the last committed on
   CHECK(*again == 1);
   // A topic that deletes old records is refused, as Connect refuses it.
   REQUIRE(Broker().CreateTopic("eos.store.deleting", 1, 1, {{"cleanup.policy", "delete"}}).ok());
-  const OffsetStore deleting(ClientProperties(), "eos.store.deleting", SourceOffsetKey("store", "db1"));
+  const OffsetStore deleting(ClientProperties(), "eos.store.deleting",
+                             SourceOffsetKey("store", "db1"));
   auto refused_topic = deleting.EnsureTopic(1, 1, 10s);
   REQUIRE_FALSE(refused_topic.ok());
   CHECK(refused_topic.status().code() == ErrorCode::kConfig);
@@ -219,7 +231,8 @@ TEST_CASE("the offset store: none before the first commit, the last committed on
   Transaction(*p, store, "eos.store.offsets", {}, OffsetAt(0x1000), true);
   Transaction(*p, store, "eos.store.offsets", {}, OffsetAt(0x2000), false);
   // Another connector's offset, last in the same partition, is not ours.
-  const OffsetStore neighbour(ClientProperties(), store.topic(), SourceOffsetKey("neighbour", "db1"));
+  const OffsetStore neighbour(ClientProperties(), store.topic(),
+                              SourceOffsetKey("neighbour", "db1"));
   {
     auto other = InitializedProducer("walrelay-neighbour");
     Transaction(*other, neighbour, "eos.store.offsets", {}, OffsetAt(0x9000), true);
@@ -241,16 +254,18 @@ TEST_CASE("the offset store: none before the first commit, the last committed on
   auto successor2 = InitializedProducer("walrelay-store");
   auto refused = store.ReadLast(10s);
   REQUIRE_FALSE(refused.ok());
-  CHECK_MESSAGE(refused.status().message().find("offsets topic 'eos.store.offsets' partition 0 offset") !=
-                    std::string::npos,
+  CHECK_MESSAGE(refused.status().message().find(
+                    "offsets topic 'eos.store.offsets' partition 0 offset") != std::string::npos,
                 refused.status().message());
 }
 
 TEST_CASE("an offset of another server or slot is refused, naming both") {
-  const OffsetStore store(ClientProperties(), "eos.foreign.offsets", SourceOffsetKey("foreign", "db1"));
+  const OffsetStore store(ClientProperties(), "eos.foreign.offsets",
+                          SourceOffsetKey("foreign", "db1"));
   REQUIRE(store.EnsureTopic(1, 1, 10s).ok());
   auto p = InitializedProducer("walrelay-foreign");
-  Transaction(*p, store, "eos.foreign.offsets", {}, OffsetAt(0x1000, "7300000000000000001", "walrelay"), true);
+  Transaction(*p, store, "eos.foreign.offsets", {},
+              OffsetAt(0x1000, "7300000000000000001", "walrelay"), true);
   auto settle = InitializedProducer("walrelay-foreign");
 
   auto own = store.ReadLastFrom("7300000000000000001", "walrelay", 10s);
@@ -267,17 +282,20 @@ TEST_CASE("an offset of another server or slot is refused, naming both") {
   CHECK(other_slot.status().message().find("'walrelay'") != std::string::npos);
 }
 
-TEST_CASE("fencing: a second producer with the same transactional.id stops the first one's commits") {
+TEST_CASE(
+    "fencing: a second producer with the same transactional.id stops the first one's commits") {
   const std::string data = "eos.fencing.data";
   REQUIRE(Broker().CreateTopic(data, 1, 1).ok());
-  const OffsetStore store(ClientProperties(), "eos.fencing.offsets", SourceOffsetKey("fencing", "db1"));
+  const OffsetStore store(ClientProperties(), "eos.fencing.offsets",
+                          SourceOffsetKey("fencing", "db1"));
   REQUIRE(store.EnsureTopic(1, 1, 10s).ok());
   auto old_producer = InitializedProducer("walrelay-fencing");
   Transaction(*old_producer, store, data, Values("before-fence-", 5), OffsetAt(0x1000), true);
 
   // The old producer is inside a transaction, its records written, when a standby takes over.
   RequireOk(old_producer->Begin());
-  for (uint64_t i = 0; i < 3; ++i) RequireOk(old_producer->Produce(DataRecord(data, "open-at-fence"), i));
+  for (uint64_t i = 0; i < 3; ++i)
+    RequireOk(old_producer->Produce(DataRecord(data, "open-at-fence"), i));
   RequireOk(old_producer->Flush(kTxnTimeout));
   auto standby = InitializedProducer("walrelay-fencing");
 
@@ -299,8 +317,8 @@ TEST_CASE("fencing: a second producer with the same transactional.id stops the f
   CHECK(std::count(committed.begin(), committed.end(), "open-at-fence") == 0);
   const auto uncommitted = ReadValues(data, "read_uncommitted");
   CHECK(std::count(uncommitted.begin(), uncommitted.end(), "after-fence") == 0);
-  MESSAGE("data topic after the fence: read_committed sees " << committed.size() << ", read_uncommitted sees "
-                                                             << uncommitted.size());
+  MESSAGE("data topic after the fence: read_committed sees "
+          << committed.size() << ", read_uncommitted sees " << uncommitted.size());
   auto last = store.ReadLast(10s);
   REQUIRE_MESSAGE(last.ok(), last.status().ToString());
   REQUIRE(last->has_value());

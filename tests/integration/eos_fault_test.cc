@@ -97,8 +97,8 @@ Counts CountRecords(const std::vector<ConsumedRecord>& records, int rows) {
     if (seq <= last) {
       ++c.order_violations;
       if (c.first_violation.empty())
-        c.first_violation = "key " + *r.key + ": seq " + std::to_string(seq) + " at " + r.topic + "/" +
-                            std::to_string(r.partition) + "@" + std::to_string(r.offset) +
+        c.first_violation = "key " + *r.key + ": seq " + std::to_string(seq) + " at " + r.topic +
+                            "/" + std::to_string(r.partition) + "@" + std::to_string(r.offset) +
                             " after seq " + std::to_string(last);
     }
     last = std::max(last, seq);
@@ -121,7 +121,8 @@ Counts CountRecords(const std::vector<ConsumedRecord>& records, int rows) {
 
 // Reads the outbox topics with a fresh reader of `isolation` until every seq 1..rows was seen,
 // then 1.5 s longer, so records that follow (duplicates) are counted too.
-Counts ReadAndCount(RelayFixture& fx, IsolationLevel isolation, int rows, std::chrono::seconds timeout) {
+Counts ReadAndCount(RelayFixture& fx, IsolationLevel isolation, int rows,
+                    std::chrono::seconds timeout) {
   auto reader = fx.Reader(isolation);
   return CountRecords(ReadEverySeq(*reader, SeqRange(rows), timeout), rows);
 }
@@ -226,7 +227,8 @@ std::unique_ptr<devtools::ChildProcess> StartRelay(RelayFixture& fx, const std::
     if (!relay->Running()) {
       auto code = relay->Wait(1s);
       FAIL("walrelay exited with " << (code.ok() ? std::to_string(*code) : code.status().ToString())
-                                   << " before streaming:\n" << devtools::ReadFile(log));
+                                   << " before streaming:\n"
+                                   << devtools::ReadFile(log));
     }
     std::this_thread::sleep_for(20ms);
   }
@@ -249,11 +251,10 @@ struct KillLoopResult {
 // transactions (`pause` after each), restarting it each time; then waits for the slot to reach
 // the end and reads the topics back. With `alternate_overrides`, every other instance (the
 // 2nd, 4th, ...) runs with those keys added: same connector, same slot, another setting.
-KillLoopResult KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot,
-                                       std::map<std::string, std::string> config_overrides,
-                                       int kills, int txns, std::chrono::milliseconds pause,
-                                       bool read_uncommitted_too,
-                                       const std::map<std::string, std::string>& alternate_overrides = {}) {
+KillLoopResult KillRelayWhileStreaming(
+    RelayFixture& fx, const std::string& slot, std::map<std::string, std::string> config_overrides,
+    int kills, int txns, std::chrono::milliseconds pause, bool read_uncommitted_too,
+    const std::map<std::string, std::string>& alternate_overrides = {}) {
   const auto start = Clock::now();
   KillLoopResult result;
   // Without transactions, records linger between produce and acknowledgement, so most kills
@@ -302,7 +303,8 @@ KillLoopResult KillRelayWhileStreaming(RelayFixture& fx, const std::string& slot
   const auto catch_up = Clock::now();
   const Lsn confirmed = fx.WaitConfirmed(slot, end, 90s);
   CHECK_MESSAGE(confirmed >= end, "slot at " << confirmed.ToString() << " < " << end.ToString()
-                                             << "\n" << Notable(Log(fx)));
+                                             << "\n"
+                                             << Notable(Log(fx)));
   result.catch_up_seconds = SecondsSince(catch_up);
   for (const auto& path : restart_logs)
     if (devtools::ReadFile(path).find("exactly-once: offsets topic") != std::string::npos)
@@ -336,17 +338,19 @@ TEST_CASE("exactly once: kill -9 of the relay ten times during a 20,000-row stre
   MESSAGE("exactly once, kill -9 of the relay x10, boundary interval and source.commit in turn ("
           << r.kills_with_rows_unconfirmed << " with committed rows not yet confirmed; "
           << r.restarts_past_slot << " restarts started past the slot, from the offsets topic), "
-          << "read_committed: " << Describe(r.committed)
-          << "; slowest kill-to-streaming " << r.longest_restart << " s; slot at the end "
-          << r.catch_up_seconds << " s after the writer finished; " << r.seconds << " s in all");
+          << "read_committed: " << Describe(r.committed) << "; slowest kill-to-streaming "
+          << r.longest_restart << " s; slot at the end " << r.catch_up_seconds
+          << " s after the writer finished; " << r.seconds << " s in all");
   // What a read_uncommitted consumer of the same topics gets: the committed records plus those
   // of the transactions the kills left open (aborted when the next relay initialised).
   const Counts& u = r.uncommitted;
-  CHECK_MESSAGE(u.lost == 0, "read_uncommitted lost " << u.lost << ", first: " << Join(u.lost_seqs));
+  CHECK_MESSAGE(u.lost == 0,
+                "read_uncommitted lost " << u.lost << ", first: " << Join(u.lost_seqs));
   CHECK(u.records >= r.committed.records);
   CHECK(u.malformed == 0);
-  MESSAGE("exactly once, kill -9 of the relay x10, read_uncommitted: " << Describe(u) << " ("
-          << u.records - r.committed.records << " records of aborted transactions)");
+  MESSAGE("exactly once, kill -9 of the relay x10, read_uncommitted: "
+          << Describe(u) << " (" << u.records - r.committed.records
+          << " records of aborted transactions)");
 }
 
 TEST_CASE("exactly once: kill -9 and restart of the broker mid-stream; read_committed sees every "
@@ -404,7 +408,8 @@ TEST_CASE("exactly once: kill -9 and restart of the broker mid-stream; read_comm
   }
   const Lsn confirmed = fx.ConfirmedFlush(slot);
   CHECK_MESSAGE(confirmed >= end, "slot at " << confirmed.ToString() << " < " << end.ToString()
-                                             << "\n" << Notable(Log(fx)));
+                                             << "\n"
+                                             << Notable(Log(fx)));
   const double catch_up_seconds = SecondsSince(catch_up);
   const double recovery_seconds = SecondsSince(broker_back);
   const Counts c = ReadAndCount(fx, IsolationLevel::kReadCommitted, writer.total(), 90s);
@@ -413,13 +418,13 @@ TEST_CASE("exactly once: kill -9 and restart of the broker mid-stream; read_comm
   for (const auto& e : exits) exit_lines += "\n  " + e;
   CHECK_MESSAGE(exits.empty(), "the relay stopped during the broker outage:" << exit_lines);
   CHECK(relay->Running());
-  MESSAGE("exactly once, kill -9 of the broker after " << written_at_kill << " rows ("
-          << written_while_down << " more written while it was down, outage " << outage_seconds
-          << " s, broker restart " << broker_restart_seconds << " s), read_committed: "
-          << Describe(c) << "; relay restarts " << exits.size() << "; slot at the end "
-          << catch_up_seconds << " s after the writer finished, " << recovery_seconds
-          << " s after the broker was back; " << SecondsSince(start)
-          << " s in all");
+  MESSAGE("exactly once, kill -9 of the broker after "
+          << written_at_kill << " rows (" << written_while_down
+          << " more written while it was down, outage " << outage_seconds << " s, broker restart "
+          << broker_restart_seconds << " s), read_committed: " << Describe(c) << "; relay restarts "
+          << exits.size() << "; slot at the end " << catch_up_seconds
+          << " s after the writer finished, " << recovery_seconds
+          << " s after the broker was back; " << SecondsSince(start) << " s in all");
 }
 
 TEST_CASE("exactly once: a standby takes over from a frozen relay and fences it; the woken relay "
@@ -433,7 +438,8 @@ TEST_CASE("exactly once: a standby takes over from a frozen relay and fences it;
   // A long interval keeps a Kafka transaction open with records in it most of the time, so the
   // frozen relay holds one when the standby fences it.
   const std::string config = fx.WriteConfig(
-      slot, ExactlyOnce({{"slot.retry.delay.ms", "300"}, {"transaction.boundary.interval.ms", "2000"}}));
+      slot,
+      ExactlyOnce({{"slot.retry.delay.ms", "300"}, {"transaction.boundary.interval.ms", "2000"}}));
   auto active = StartRelay(fx, config);
   const std::string active_log = fx.log_path();
   auto standby = fx.SpawnRelay(config);
@@ -481,7 +487,8 @@ TEST_CASE("exactly once: a standby takes over from a frozen relay and fences it;
   auto code = active->Wait(30s);
   const double exit_seconds = SecondsSince(woken_at);
   const std::string woken_log = devtools::ReadFile(active_log);
-  CHECK_MESSAGE(code.ok(), "the woken relay still runs 30 s after SIGCONT:\n" << Notable(woken_log));
+  CHECK_MESSAGE(code.ok(), "the woken relay still runs 30 s after SIGCONT:\n"
+                               << Notable(woken_log));
   // Exit code 20: fenced (docs/operations.md), not a crash or another error.
   if (code.ok()) CHECK_MESSAGE(*code == 20, Notable(woken_log));
   CHECK_MESSAGE(woken_log.find("error fenced: ") != std::string::npos, Notable(woken_log));
@@ -495,18 +502,21 @@ TEST_CASE("exactly once: a standby takes over from a frozen relay and fences it;
   const Lsn end = fx.CurrentWal();
   const Lsn confirmed = fx.WaitConfirmed(slot, end, 60s);
   CHECK_MESSAGE(confirmed >= end, "slot at " << confirmed.ToString() << " < " << end.ToString()
-                                             << "\n" << Notable(devtools::ReadFile(standby_log)));
+                                             << "\n"
+                                             << Notable(devtools::ReadFile(standby_log)));
   CHECK_MESSAGE(standby->Running(), devtools::ReadFile(standby_log));
   const Counts c = ReadAndCount(fx, IsolationLevel::kReadCommitted, writer.total(), 90s);
   CheckExactlyOnce(c, "read_committed after the takeover");
   // Anything the woken relay committed would be a duplicate of what the standby replayed; the
   // slot's position it confirmed before freezing is all PostgreSQL may have from it.
-  MESSAGE("exactly once, standby takeover: relay frozen (SIGSTOP) after " << written_at_stop
-          << " rows at slot " << confirmed_at_stop.ToString() << "; standby took over "
-          << takeover_seconds << " s later, confirmed past the freeze after " << standby_streaming_seconds
-          << " s; woken relay exited with " << (code.ok() ? std::to_string(*code) : "nothing (killed)")
-          << " " << exit_seconds << " s after SIGCONT; read_committed: " << Describe(c) << "; "
-          << SecondsSince(start) << " s in all");
+  MESSAGE("exactly once, standby takeover: relay frozen (SIGSTOP) after "
+          << written_at_stop << " rows at slot " << confirmed_at_stop.ToString()
+          << "; standby took over " << takeover_seconds
+          << " s later, confirmed past the freeze after " << standby_streaming_seconds
+          << " s; woken relay exited with "
+          << (code.ok() ? std::to_string(*code) : "nothing (killed)") << " " << exit_seconds
+          << " s after SIGCONT; read_committed: " << Describe(c) << "; " << SecondsSince(start)
+          << " s in all");
   MESSAGE("woken relay's last lines:\n" << Notable(woken_log));
 }
 

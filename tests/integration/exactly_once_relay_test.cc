@@ -20,7 +20,8 @@ using namespace walrelay;
 using namespace walrelay::testing;
 using namespace std::chrono_literals;
 
-TEST_CASE("exactly once: records arrive once, the offsets topic holds the last commit, the slot follows it") {
+TEST_CASE("exactly once: records arrive once, the offsets topic holds the last commit, the slot "
+          "follows it") {
   RelayFixture fx{RealBroker{}};
   const std::string slot = "eos_smoke";
   const std::map<std::string, std::string> eos = {{"exactly.once.support", "required"},
@@ -60,8 +61,9 @@ TEST_CASE("exactly once: records arrive once, the offsets topic holds the last c
 
   const Reply metrics = Http(RestPort(fx), "GET", "/metrics");
   std::smatch committed;
-  REQUIRE(std::regex_search(metrics.body, committed,
-                            std::regex(R"(walrelay_kafka_transactions_total\{outcome="committed"\} (\d+))")));
+  REQUIRE(std::regex_search(
+      metrics.body, committed,
+      std::regex(R"(walrelay_kafka_transactions_total\{outcome="committed"\} (\d+))")));
   CHECK(std::stoul(committed[1]) >= 1);
   CHECK(metrics.body.find(R"(walrelay_kafka_transactions_total{outcome="aborted"} 0)") !=
         std::string::npos);
@@ -116,21 +118,21 @@ TEST_CASE("exactly once: records arrive once, the offsets topic holds the last c
   CHECK(per_topic["walrelay-dlq"] == 2);
   CHECK(fx.WaitConfirmed("eos_dlq", dlq_end, 30s) >= dlq_end);
   CHECK(relay->Running());
-  MESSAGE("exactly once, 200 x 10-row transactions + restart: " << again.size() << " records for "
-                                                                << seq << " rows, " << duplicates
-                                                                << " duplicates");
+  MESSAGE("exactly once, 200 x 10-row transactions + restart: "
+          << again.size() << " records for " << seq << " rows, " << duplicates << " duplicates");
 }
 
 // A crash between a Kafka commit and the slot's confirmation leaves the slot behind what Kafka
 // holds. The kill loop in eos_fault_test.cc hits that window only by chance; here a copy of the
 // slot, taken before the stream and put back after it, stands the slot behind every committed
 // transaction for certain.
-TEST_CASE("exactly once: a slot behind the offsets topic restarts at the stored commit and repeats nothing") {
+TEST_CASE("exactly once: a slot behind the offsets topic restarts at the stored commit and repeats "
+          "nothing") {
   RelayFixture fx{RealBroker{}};
   const std::string slot = "eos_lag";
   const std::string copy = "eos_lag_behind";
-  const std::string config = fx.WriteConfig(slot, {{"exactly.once.support", "required"},
-                                                   {"offsets.storage.topic", "walrelay-offsets"}});
+  const std::string config = fx.WriteConfig(
+      slot, {{"exactly.once.support", "required"}, {"offsets.storage.topic", "walrelay-offsets"}});
   auto relay = fx.StartRelay(config);  // creates the slot
   REQUIRE(relay->Kill(SIGTERM).ok());
   REQUIRE(relay->Wait(20s).ok());
@@ -182,7 +184,8 @@ TEST_CASE("exactly once: a slot behind the offsets topic restarts at the stored 
   for (const auto& [s, n] : seen) duplicates += static_cast<size_t>(n - 1);
   CHECK_MESSAGE(duplicates == 0, ReadWholeFile(fx.log_path()));
   CHECK(records.size() == static_cast<size_t>(seq));
-  MESSAGE("exactly once, slot put back behind " << first_part << " committed rows (slot "
-          << behind.ToString() << ", stream end " << end.ToString() << "): " << records.size()
-          << " records for " << seq << " rows, " << duplicates << " duplicates");
+  MESSAGE("exactly once, slot put back behind "
+          << first_part << " committed rows (slot " << behind.ToString() << ", stream end "
+          << end.ToString() << "): " << records.size() << " records for " << seq << " rows, "
+          << duplicates << " duplicates");
 }

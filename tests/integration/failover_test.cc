@@ -57,13 +57,11 @@ void FailOver(Follow follow) {
   fx.Exec("ALTER SYSTEM SET synchronized_standby_slots = 'standby1'");
   fx.Exec("SELECT pg_reload_conf()");
 
-  std::map<std::string, std::string> config = {{"slot.failover", "true"},
-                                               {"slot.health.interval.ms", "500"},
-                                               {"kafka.linger.ms", "200"}};
+  std::map<std::string, std::string> config = {
+      {"slot.failover", "true"}, {"slot.health.interval.ms", "500"}, {"kafka.linger.ms", "200"}};
   if (follow == Follow::kMultiHost) {
     config["database.hostname"] = "127.0.0.1,127.0.0.1";
-    config["database.port"] =
-        std::to_string(fx.pg().port()) + "," + std::to_string(standby.port());
+    config["database.port"] = std::to_string(fx.pg().port()) + "," + std::to_string(standby.port());
   }
   auto relay = fx.StartRelay(fx.WriteConfig("fo", config));
   CHECK(fx.Value("SELECT failover::text FROM pg_replication_slots WHERE slot_name = 'fo'") ==
@@ -132,8 +130,9 @@ void FailOver(Follow follow) {
   CHECK(Log(fx).find(" error ") == std::string::npos);
   const std::string how =
       follow == Follow::kRestart ? "relay restarted" : "multi-host, same process";
-  MESSAGE("failover on 17 (" << how << "): " << expected.size() << " rows on the promoted server, " << missing
-                             << " missing, " << duplicates << " duplicates; kill -9 of the "
+  MESSAGE("failover on 17 (" << how << "): " << expected.size() << " rows on the promoted server, "
+                             << missing << " missing, " << duplicates
+                             << " duplicates; kill -9 of the "
                              << "primary to streaming from the promoted standby "
                              << kill_to_streaming << " s");
 }

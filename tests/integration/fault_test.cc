@@ -50,8 +50,8 @@ const std::string kEventId = "00000000-0000-4000-8000-0000000000ee";
 
 TEST_CASE("PostgreSQL restarted under the relay: it reconnects, logs once, loses nothing") {
   RelayFixture fx;
-  auto relay = fx.StartRelay(fx.WriteConfig("restart", {{"reconnect.backoff.initial.ms", "100"},
-                                                        {"reconnect.backoff.max.ms", "400"}}));
+  auto relay = fx.StartRelay(fx.WriteConfig(
+      "restart", {{"reconnect.backoff.initial.ms", "100"}, {"reconnect.backoff.max.ms", "400"}}));
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   REQUIRE(fx.pg().Stop().ok());
   std::this_thread::sleep_for(std::chrono::seconds(3));  // several failed attempts
@@ -84,9 +84,10 @@ TEST_CASE("PostgreSQL restarted under the relay: it reconnects, logs once, loses
 TEST_CASE("PostgreSQL unreachable at start: the relay waits and streams once it is up") {
   RelayFixture fx;
   REQUIRE(fx.pg().Stop().ok());
-  auto relay = fx.SpawnRelay(fx.WriteConfig("late", {{"reconnect.backoff.initial.ms", "100"},
-                                                     {"reconnect.backoff.max.ms", "300"}}));
-  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "retrying with backoff", std::chrono::seconds(10)));
+  auto relay = fx.SpawnRelay(fx.WriteConfig(
+      "late", {{"reconnect.backoff.initial.ms", "100"}, {"reconnect.backoff.max.ms", "300"}}));
+  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "retrying with backoff",
+                                        std::chrono::seconds(10)));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   REQUIRE(relay->Running());
   REQUIRE(fx.pg().Restart().ok());
@@ -162,7 +163,8 @@ TEST_CASE("a second relay on a held slot waits as a standby and takes over when 
   CHECK(Count(devtools::ReadFile(standby_log), "standby:") == 1);  // logged once, not per check
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   REQUIRE(active->Kill(SIGKILL).ok());
-  REQUIRE(devtools::WaitForFileContains(standby_log, "took over slot 'ha'", std::chrono::seconds(20)));
+  REQUIRE(
+      devtools::WaitForFileContains(standby_log, "took over slot 'ha'", std::chrono::seconds(20)));
   fx.Exec("BEGIN;" + InsertEvent(2) + InsertEvent(3) + "COMMIT;");
   auto records = ReadAll(fx, OutboxTopics(), 3);
   auto seen = CheckRecords(records);
@@ -206,11 +208,13 @@ TEST_CASE("an invalidated slot is named as such") {
   fx.Exec("SELECT pg_reload_conf()");
   fx.Exec("SELECT pg_create_logical_replication_slot('stale', 'wal2json')");
   for (int i = 0; i < 6; ++i) {
-    fx.Exec("INSERT INTO unrelated (filler) SELECT repeat('y', 1000) FROM generate_series(1, 20000)");
+    fx.Exec(
+        "INSERT INTO unrelated (filler) SELECT repeat('y', 1000) FROM generate_series(1, 20000)");
     fx.Exec("SELECT pg_switch_wal()");
     fx.Exec("CHECKPOINT");
   }
-  REQUIRE(fx.Value("SELECT wal_status FROM pg_replication_slots WHERE slot_name='stale'") == "lost");
+  REQUIRE(fx.Value("SELECT wal_status FROM pg_replication_slots WHERE slot_name='stale'") ==
+          "lost");
   auto [code, out] = fx.RunCommand({"run", "--config", fx.WriteConfig("stale", {})});
   CHECK(code == 22);  // removed WAL has its own exit code; 14 is for the other causes
   CHECK(out.find("was invalidated (wal_status lost)") != std::string::npos);
@@ -223,8 +227,9 @@ TEST_CASE("wal_level below logical is named with the fix") {
   auto pg = devtools::PgSandbox::Start(opts);
   REQUIRE(pg.ok());
   RelayFixture fx;  // for Kafka and a config; point it at the replica-level server
-  auto [code, out] = fx.RunCommand(
-      {"run", "--config", fx.WriteConfig("lvl", {{"database.port", std::to_string((*pg)->port())}})});
+  auto [code, out] =
+      fx.RunCommand({"run", "--config",
+                     fx.WriteConfig("lvl", {{"database.port", std::to_string((*pg)->port())}})});
   CHECK(code == 10);
   CHECK(out.find("wal_level is 'replica'") != std::string::npos);
 }
@@ -271,9 +276,10 @@ TEST_CASE("slot.drop.on.stop keeps the slot while records are unacknowledged") {
   CHECK(fx.Value(slot_count) == "1");
   CHECK(fx.ConfirmedFlush("dropkeep") == before);
   const std::string log = Log(fx);
-  CHECK_MESSAGE(log.find("keeping replication slot 'dropkeep': 2 records are still unacknowledged") !=
-                    std::string::npos,
-                log);
+  CHECK_MESSAGE(
+      log.find("keeping replication slot 'dropkeep': 2 records are still unacknowledged") !=
+          std::string::npos,
+      log);
   CHECK(log.find("stays confirmed at LSN " + before.ToString()) != std::string::npos);
 
   // Once everything is acknowledged the slot is dropped, as configured.
@@ -302,7 +308,8 @@ TEST_CASE("a second SIGTERM while the stop waits for Kafka exits at once without
   fx.Exec("BEGIN;" + InsertEvent(2) + InsertEvent(3) + "COMMIT;");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   REQUIRE(relay->Kill(SIGTERM).ok());
-  REQUIRE(devtools::WaitForFileContains(fx.log_path(), "received SIGTERM", std::chrono::seconds(10)));
+  REQUIRE(
+      devtools::WaitForFileContains(fx.log_path(), "received SIGTERM", std::chrono::seconds(10)));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   REQUIRE(relay->Running());  // waiting up to shutdown.timeout.ms for Kafka
   const auto start = std::chrono::steady_clock::now();
@@ -338,7 +345,8 @@ TEST_CASE("the whole stop is bounded by shutdown.timeout.ms even when PostgreSQL
   REQUIRE_MESSAGE(code.ok(), Log(fx));
   CHECK(*code == 128 + SIGTERM);
   CHECK(took < std::chrono::seconds(30));
-  CHECK(Log(fx).find("the stop did not finish within shutdown.timeout.ms=2000") != std::string::npos);
+  CHECK(Log(fx).find("the stop did not finish within shutdown.timeout.ms=2000") !=
+        std::string::npos);
   CHECK(fx.ConfirmedFlush("hang") == before);
 }
 
@@ -387,7 +395,8 @@ void ProduceWithFatalError(RelayFixture& fx, const std::string& slot, Lsn* confi
 
 }  // namespace
 
-TEST_CASE("a librdkafka fatal error stops the relay with its reason and exit 5, whatever errors.tolerance says") {
+TEST_CASE("a librdkafka fatal error stops the relay with its reason and exit 5, whatever "
+          "errors.tolerance says") {
   std::string tolerance;
   SUBCASE("errors.tolerance=none") { tolerance = "none"; }
   SUBCASE("errors.tolerance=all") { tolerance = "all"; }
@@ -399,7 +408,8 @@ TEST_CASE("a librdkafka fatal error stops the relay with its reason and exit 5, 
   REQUIRE_MESSAGE(code.ok(), Log(fx));
   CHECK(*code == 5);
   const std::string log = Log(fx);
-  CHECK_MESSAGE(log.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") != std::string::npos, log);
+  CHECK_MESSAGE(
+      log.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") != std::string::npos, log);
   CHECK(log.find("stays confirmed at LSN " + before.ToString()) != std::string::npos);
   CHECK(log.find("skipping") == std::string::npos);
   CHECK(fx.ConfirmedFlush("fatal") == before);
@@ -434,7 +444,8 @@ TEST_CASE("a librdkafka fatal error: the REST API shows FAILED with the reason, 
   const HttpResponse connector = api.Handle({"GET", "/connectors/itest-fatalrest/status"});
   CHECK(connector.status == 200);
   CHECK_MESSAGE(connector.body.find("\"FAILED\"") != std::string::npos, connector.body);
-  CHECK(connector.body.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") != std::string::npos);
+  CHECK(connector.body.find("librdkafka fatal error OUT_OF_ORDER_SEQUENCE_NUMBER") !=
+        std::string::npos);
   const HttpResponse health = api.Handle({"GET", "/healthz"});
   CHECK(health.status == 503);
   CHECK(health.body.find("librdkafka fatal error") != std::string::npos);
@@ -461,7 +472,8 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
   // A table whose columns may be NULL, so rows can lack a routing value.
   fx.Exec("CREATE TABLE public.loose (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, "
           "type text, payload jsonb, region text)");
-  fx.Exec("INSERT INTO loose VALUES ('00000000-0000-4000-8000-000000000000', 'Warmup', 'w', 't', '{}', 'eu')");
+  fx.Exec("INSERT INTO loose VALUES ('00000000-0000-4000-8000-000000000000', 'Warmup', 'w', 't', "
+          "'{}', 'eu')");
   auto relay = fx.StartRelay(fx.WriteConfig(
       "dlq", {{"table.include.list", "public.loose"},
               {"errors.tolerance", "all"},
@@ -469,15 +481,18 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
               {"kafka.message.max.bytes", "20000"},
               {"transforms.outbox.table.fields.additional.placement", "region:header"}}));
   const std::string row = "INSERT INTO loose VALUES ('00000000-0000-4000-8000-0000000000";
-  fx.Exec(row + "01', NULL, 'k1', 'NoRoute', '{\"n\": 1}', 'eu')");                   // null routing value
-  fx.Exec(row + "02', 'Big', 'k2', 'Huge', jsonb_build_object('blob', repeat('x', 30000)), 'eu')");  // too large
+  fx.Exec(row + "01', NULL, 'k1', 'NoRoute', '{\"n\": 1}', 'eu')");  // null routing value
+  fx.Exec(
+      row +
+      "02', 'Big', 'k2', 'Huge', jsonb_build_object('blob', repeat('x', 30000)), 'eu')");  // too
+                                                                                           // large
   // A topic name Kafka forbids, refused as TOPIC_EXCEPTION before it reaches the broker. (A
   // topic error injected into the mock's metadata would be refused either so or, when the
   // metadata answer comes first, as an unknown topic, which stops the relay.)
   fx.Exec(row + "03', 'Bad Name!', 'k3', 'Denied', '{\"n\": 3}', 'eu')");
-  fx.Exec(row + "04', 'Order', 'k4', 'Fine', '{\"n\": 4}', 'eu')");                 // good row
+  fx.Exec(row + "04', 'Order', 'k4', 'Fine', '{\"n\": 4}', 'eu')");  // good row
   fx.Exec("ALTER TABLE loose DROP COLUMN region");
-  fx.Exec(row + "05', 'Order', 'k5', 'NoRegion', '{\"n\": 5}')");                 // placement column missing
+  fx.Exec(row + "05', 'Order', 'k5', 'NoRegion', '{\"n\": 5}')");  // placement column missing
   fx.Exec(row + "06', 'Order', 'k6', 'AlsoNoRegion', '{\"n\": 6}')");
   const Lsn end = fx.CurrentWal();
 
@@ -496,7 +511,8 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
   CHECK(HeaderValue(no_route, "__connect.errors.stage") == "TRANSFORMATION");
   CHECK(HeaderValue(no_route, "__walrelay.errors.table") == "public.loose");
   CHECK(HeaderValue(no_route, "__walrelay.errors.lsn").find('/') != std::string::npos);
-  CHECK(HeaderValue(no_route, "__connect.errors.exception.message").find("aggregatetype") != std::string::npos);
+  CHECK(HeaderValue(no_route, "__connect.errors.exception.message").find("aggregatetype") !=
+        std::string::npos);
   CHECK(no_route.value.value_or("").find("\"op\":\"c\"") != std::string::npos);
   const auto& big = find("00000000-0000-4000-8000-000000000002");
   CHECK(HeaderValue(big, "__connect.errors.stage") == "KAFKA_PRODUCE");
@@ -508,8 +524,10 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
   CHECK(HeaderValue(refused, "__connect.errors.topic") == "outbox.event.Bad Name!");
   CHECK(HeaderValue(refused, "__connect.errors.exception.class.name") == "TOPIC_EXCEPTION");
   CHECK(refused.value.value_or("") == "{\"n\": 3}");
-  for (const char* id : {"00000000-0000-4000-8000-000000000005", "00000000-0000-4000-8000-000000000006"}) {
-    CHECK(HeaderValue(find(id), "__connect.errors.exception.message").find("region") != std::string::npos);
+  for (const char* id :
+       {"00000000-0000-4000-8000-000000000005", "00000000-0000-4000-8000-000000000006"}) {
+    CHECK(HeaderValue(find(id), "__connect.errors.exception.message").find("region") !=
+          std::string::npos);
   }
 
   auto good = ReadAll(fx, {"outbox.event.Order"}, 1);
@@ -520,7 +538,8 @@ TEST_CASE("errors.tolerance=all with a dead-letter topic: bad rows go there, the
 }
 
 // The mock cluster accepts any topic name, so a record refused here was refused by walrelay.
-TEST_CASE("a topic name Kafka forbids, errors.tolerance=none: the relay stops naming id, topic and LSN") {
+TEST_CASE(
+    "a topic name Kafka forbids, errors.tolerance=none: the relay stops naming id, topic and LSN") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("badtopic", {}));
   const Lsn before = fx.CurrentWal();
@@ -530,25 +549,30 @@ TEST_CASE("a topic name Kafka forbids, errors.tolerance=none: the relay stops na
   REQUIRE_MESSAGE(code.ok(), "the relay kept running:\n" << Log(fx));
   CHECK(*code == 5);
   const std::string log = Log(fx);
-  CHECK_MESSAGE(log.find("Kafka refuses the topic name 'outbox.event.Bad Name!'") != std::string::npos, log);
+  CHECK_MESSAGE(
+      log.find("Kafka refuses the topic name 'outbox.event.Bad Name!'") != std::string::npos, log);
   CHECK(log.find("event id 00000000-0000-4000-8000-0000000000b1") != std::string::npos);
   CHECK(std::regex_search(log, std::regex("at LSN [0-9A-F]+/[0-9A-F]+")));
   CHECK_MESSAGE(fx.ConfirmedFlush("badtopic") <= before, log);
 }
 
-TEST_CASE("a topic name Kafka forbids, errors.tolerance=all: the record goes to the dead-letter topic") {
+TEST_CASE(
+    "a topic name Kafka forbids, errors.tolerance=all: the record goes to the dead-letter topic") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig(
-      "badtopicdlq", {{"errors.tolerance", "all"},
-                      {"errors.deadletterqueue.topic.name", "walrelay-dlq"}}));
+      "badtopicdlq",
+      {{"errors.tolerance", "all"}, {"errors.deadletterqueue.topic.name", "walrelay-dlq"}}));
   fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-          "('00000000-0000-4000-8000-0000000000b2', '" + std::string(250, 'L') + "', 'k2', 'T', "
+          "('00000000-0000-4000-8000-0000000000b2', '" +
+          std::string(250, 'L') +
+          "', 'k2', 'T', "
           "'{\"n\": 2}')");
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   const Lsn end = fx.CurrentWal();
   auto dead = ReadAll(fx, {"walrelay-dlq"}, 1);
   REQUIRE_MESSAGE(dead.size() == 1, Log(fx));
-  CHECK(HeaderValue(dead[0], "__walrelay.errors.event.id") == "00000000-0000-4000-8000-0000000000b2");
+  CHECK(HeaderValue(dead[0], "__walrelay.errors.event.id") ==
+        "00000000-0000-4000-8000-0000000000b2");
   CHECK(HeaderValue(dead[0], "__connect.errors.stage") == "KAFKA_PRODUCE");
   CHECK(HeaderValue(dead[0], "__connect.errors.exception.class.name") == "TOPIC_EXCEPTION");
   CHECK(HeaderValue(dead[0], "__connect.errors.topic") == "outbox.event." + std::string(250, 'L'));
@@ -576,7 +600,8 @@ TEST_CASE("errors.tolerance=all without a dead-letter topic logs the row and ski
   CHECK(log.find("00000000-0000-4000-8000-000000000001") != std::string::npos);
 }
 
-TEST_CASE("errors.tolerance=all skips only what fails on its own: a producer-wide refusal stops without confirming") {
+TEST_CASE("errors.tolerance=all skips only what fails on its own: a producer-wide refusal stops "
+          "without confirming") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("wide", {{"errors.tolerance", "all"}}));
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
@@ -600,8 +625,9 @@ TEST_CASE("a non-JSON payload with table.expand.json.payload=true passes through
   RelayFixture fx;
   fx.Exec("CREATE TABLE public.textbox (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, "
           "type text, payload text)");
-  auto relay = fx.StartRelay(fx.WriteConfig("expand", {{"table.include.list", "public.textbox"},
-                                                       {"transforms.outbox.table.expand.json.payload", "true"}}));
+  auto relay = fx.StartRelay(
+      fx.WriteConfig("expand", {{"table.include.list", "public.textbox"},
+                                {"transforms.outbox.table.expand.json.payload", "true"}}));
   fx.Exec("INSERT INTO textbox VALUES ('" + kEventId + "', 'Note', 'n1', 'T', 'not {json')");
   auto records = ReadAll(fx, {"outbox.event.Note"}, 1);
   REQUIRE(records.size() == 1);
@@ -624,7 +650,8 @@ TEST_CASE("status updates keep the connection alive while Kafka is down and the 
   fx.Exec(sql);
   std::this_thread::sleep_for(std::chrono::seconds(8));  // four walsender timeouts
   CHECK(Log(fx).find("lost the replication connection") == std::string::npos);
-  CHECK(fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='alive'") == "true");
+  CHECK(fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='alive'") ==
+        "true");
   REQUIRE(fx.kafka().SetBrokerUp(1).ok());
   auto records = ReadAll(fx, OutboxTopics(), 200);
   auto seen = CheckRecords(records);
@@ -636,9 +663,10 @@ TEST_CASE("bounded memory: a large backlog through a slow broker stays under 64 
   RelayFixture fx;
   // 100,000 rows of about 300-byte payloads wait in the slot before the relay starts.
   fx.Exec("SELECT pg_create_logical_replication_slot('backlog', 'wal2json')");
-  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
-          "SELECT gen_random_uuid(), 'Order', 'k' || (g % 100), 'Backlog', "
-          "jsonb_build_object('seq', g, 'data', repeat('z', 280)) FROM generate_series(1, 100000) g");
+  fx.Exec(
+      "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+      "SELECT gen_random_uuid(), 'Order', 'k' || (g % 100), 'Backlog', "
+      "jsonb_build_object('seq', g, 'data', repeat('z', 280)) FROM generate_series(1, 100000) g");
   const Lsn end = fx.CurrentWal();
   REQUIRE(fx.kafka().SetBrokerRtt(1, 20).ok());
   auto relay = fx.StartRelay(fx.WriteConfig("backlog", {}));
@@ -678,8 +706,8 @@ TEST_CASE("converters: a record the converter cannot write stops the relay (none
           "dead-lettered with walrelay's bytes (all)") {
   RelayFixture fx;
   {
-    auto unknown = fx.SpawnRelay(fx.WriteConfig(
-        "avro", {{"value.converter", "io.confluent.connect.avro.AvroConverter"}}));
+    auto unknown = fx.SpawnRelay(
+        fx.WriteConfig("avro", {{"value.converter", "io.confluent.connect.avro.AvroConverter"}}));
     auto code = unknown->Wait(std::chrono::seconds(20));
     REQUIRE(code.ok());
     CHECK(*code == 2);
@@ -688,20 +716,24 @@ TEST_CASE("converters: a record the converter cannot write stops the relay (none
   }
   auto insert = [](const std::string& id) {
     return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-           "('00000000-0000-4000-8000-0000000000" + id + "', 'Order', 'k2', 'T', '{\"n\": 2}')";
+           "('00000000-0000-4000-8000-0000000000" +
+           id + "', 'Order', 'k2', 'T', '{\"n\": 2}')";
   };
   {
     auto relay = fx.StartRelay(fx.WriteConfig(
-        "bytesnone", {{"value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter"}}));
+        "bytesnone",
+        {{"value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter"}}));
     const Lsn before = fx.CurrentWal();
     fx.Exec(insert("c2"));
     auto code = relay->Wait(std::chrono::seconds(20));
     REQUIRE_MESSAGE(code.ok(), "the relay kept running:\n" << Log(fx));
     CHECK(*code == 6);
     const std::string log = Log(fx);
-    CHECK_MESSAGE(log.find("'value.converter' (org.apache.kafka.connect.converters.ByteArrayConverter) "
-                           "cannot write the value of a record for topic 'outbox.event.Order' "
-                           "(table public.outbox, LSN ") != std::string::npos, log);
+    CHECK_MESSAGE(
+        log.find("'value.converter' (org.apache.kafka.connect.converters.ByteArrayConverter) "
+                 "cannot write the value of a record for topic 'outbox.event.Order' "
+                 "(table public.outbox, LSN ") != std::string::npos,
+        log);
     CHECK(fx.ConfirmedFlush("bytesnone") <= before);
   }
   auto relay = fx.StartRelay(fx.WriteConfig(

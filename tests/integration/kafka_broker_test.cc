@@ -48,7 +48,9 @@ int ProduceAcked(const std::map<std::string, std::string>& conf_values, const st
   });
   rd_kafka_conf_set_error_cb(conf, [](rd_kafka_t*, int e, const char* reason, void* opaque) {
     auto* c = static_cast<Counts*>(opaque);
-    if (c->error.empty()) c->error = std::string(rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(e))) + ": " + reason;
+    if (c->error.empty())
+      c->error =
+          std::string(rd_kafka_err2name(static_cast<rd_kafka_resp_err_t>(e))) + ": " + reason;
   });
   KafkaHandlePtr rk(rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err));
   REQUIRE_MESSAGE(rk, err);
@@ -74,9 +76,10 @@ TEST_CASE("one node: starts, acknowledges with acks=all, survives kill -9, stops
                           << " s (storage format included)");
   CHECK(broker.nodes() == 1);
   CHECK(broker.start_seconds() > 0);
-  const std::map<std::string, std::string> conf = {{"bootstrap.servers", broker.bootstrap_servers()},
-                                                   {"acks", "all"},
-                                                   {"enable.idempotence", "true"}};
+  const std::map<std::string, std::string> conf = {
+      {"bootstrap.servers", broker.bootstrap_servers()},
+      {"acks", "all"},
+      {"enable.idempotence", "true"}};
   REQUIRE(ProduceAcked(conf, "sandbox.first", 100) == 100);
 
   // Acknowledged records live through a crash of the JVM (they are in the OS page cache).
@@ -144,12 +147,10 @@ TEST_CASE("security listeners: SCRAM-SHA-512 over TLS and mutual TLS admit the r
   CHECK(ProduceAcked(sasl, "sandbox.sasl", 1, &error) == 0);
   CHECK_MESSAGE(error.find("uthentication") != std::string::npos, error);
 
-  std::map<std::string, std::string> mtls = {{"bootstrap.servers", sec.mtls_bootstrap},
-                                             {"security.protocol", "SSL"},
-                                             {"ssl.ca.location", sec.ca_pem},
-                                             {"ssl.certificate.location", sec.client_cert_pem},
-                                             {"ssl.key.location", sec.client_key_pem},
-                                             {"message.timeout.ms", "8000"}};
+  std::map<std::string, std::string> mtls = {
+      {"bootstrap.servers", sec.mtls_bootstrap}, {"security.protocol", "SSL"},
+      {"ssl.ca.location", sec.ca_pem},           {"ssl.certificate.location", sec.client_cert_pem},
+      {"ssl.key.location", sec.client_key_pem},  {"message.timeout.ms", "8000"}};
   CHECK_MESSAGE(ProduceAcked(mtls, "sandbox.mtls", 5, &error) == 5, error);
   auto untrusted = mtls;
   untrusted["ssl.certificate.location"] = sec.untrusted_client_cert_pem;

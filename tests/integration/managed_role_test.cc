@@ -19,8 +19,7 @@ void CreateManagedRole(RelayFixture& fx) {
   fx.Exec("CREATE ROLE app_relay LOGIN REPLICATION NOSUPERUSER NOCREATEDB NOCREATEROLE;"
           "GRANT CREATE ON DATABASE postgres TO app_relay;"
           "ALTER TABLE public.outbox OWNER TO app_relay");
-  REQUIRE(fx.Value("SELECT rolsuper::text FROM pg_roles WHERE rolname = 'app_relay'") ==
-          "false");
+  REQUIRE(fx.Value("SELECT rolsuper::text FROM pg_roles WHERE rolname = 'app_relay'") == "false");
 }
 
 // Writes `n` outbox rows in single-row transactions and checks they all arrive once.
@@ -52,10 +51,9 @@ TEST_CASE("managed role: REPLICATION owner without superuser streams with "
   RelayFixture fx;
   fx.UsePlugin("pgoutput");
   CreateManagedRole(fx);
-  const std::map<std::string, std::string> config = {
-      {"database.user", "app_relay"},
-      {"publication.autocreate.mode", "filtered"},
-      {"slot.health.interval.ms", "500"}};
+  const std::map<std::string, std::string> config = {{"database.user", "app_relay"},
+                                                     {"publication.autocreate.mode", "filtered"},
+                                                     {"slot.health.interval.ms", "500"}};
   auto relay = fx.StartRelay(fx.WriteConfig("managed", config));
   CHECK(fx.Value("SELECT pubowner::regrole::text || '/' || puballtables::text FROM "
                  "pg_publication WHERE pubname = 'dbz_publication'") == "app_relay/false");
@@ -74,10 +72,10 @@ TEST_CASE("managed role: a publication created beforehand by an administrator, w
   fx.UsePlugin("pgoutput");
   CreateManagedRole(fx);
   fx.Exec("CREATE PUBLICATION outbox_pub FOR TABLE public.outbox");  // as the administrator
-  auto relay = fx.StartRelay(fx.WriteConfig("precreated", {{"database.user", "app_relay"},
-                                                           {"publication.name", "outbox_pub"},
-                                                           {"publication.autocreate.mode",
-                                                            "disabled"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("precreated", {{"database.user", "app_relay"},
+                                                  {"publication.name", "outbox_pub"},
+                                                  {"publication.autocreate.mode", "disabled"}}));
   WriteAndRead(fx, "precreated", 1, 100);
   CHECK(fx.Value("SELECT count(*) FROM pg_publication") == "1");  // nothing created
   StopRelay(*relay);

@@ -66,8 +66,8 @@ TEST_CASE("logical decoding messages: transactional ones arrive as outbox events
       };
       std::string sql;
       for (int i = 0; i < 200; ++i) {  // single-event transactions beside business writes
-        sql += "BEGIN; INSERT INTO unrelated (filler) VALUES ('order " + std::to_string(i) +
-               "');" + next_event() + "COMMIT;";
+        sql += "BEGIN; INSERT INTO unrelated (filler) VALUES ('order " + std::to_string(i) + "');" +
+               next_event() + "COMMIT;";
       }
       for (int t = 0; t < 20; ++t) {  // 15-event transactions
         sql += "BEGIN;";

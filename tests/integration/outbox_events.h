@@ -87,7 +87,9 @@ inline std::map<int, int> CheckRecords(const std::vector<ConsumedRecord>& record
     // duplicates from a restart are set aside.
     auto& last = last_seq_per_key[{r.topic, r.partition}][*r.key];
     if (seq > last) last = seq;
-    else CHECK_MESSAGE(seen[seq] > 1, "out of order for key " << *r.key << ": " << seq << " after " << last);
+    else
+      CHECK_MESSAGE(seen[seq] > 1,
+                    "out of order for key " << *r.key << ": " << seq << " after " << last);
   }
   return seen;
 }

@@ -36,7 +36,8 @@ void Stop(devtools::ChildProcess& relay) {
 
 std::string PublicationTables(RelayFixture& fx, const std::string& publication) {
   return fx.Value("SELECT coalesce(string_agg(schemaname || '.' || tablename, ',' ORDER BY 1), "
-                  "'') FROM pg_publication_tables WHERE pubname = '" + publication + "'");
+                  "'') FROM pg_publication_tables WHERE pubname = '" +
+                  publication + "'");
 }
 
 // Reads every record of `topics` until `expected` arrived, then a little longer.
@@ -78,7 +79,7 @@ TEST_CASE("pgoutput: a Debezium config with default publication settings runs on
   fx.Exec(sql);
   sql = "BEGIN;";
   while (seq < kTotal) sql += InsertEvent(++seq);  // one 1,500-row transaction
-  sql += "DELETE FROM outbox; COMMIT;";           // delete after insert: deletes are not relayed
+  sql += "DELETE FROM outbox; COMMIT;";            // delete after insert: deletes are not relayed
   fx.Exec(sql);
   const Lsn end = fx.CurrentWal();
 
@@ -98,16 +99,17 @@ TEST_CASE("pgoutput: publication.autocreate.mode=filtered creates the publicatio
   RelayFixture fx;
   fx.UsePlugin("pgoutput");
   fx.Exec("CREATE TABLE public.outbox2 (LIKE public.outbox INCLUDING ALL)");
-  auto relay = fx.StartRelay(fx.WriteConfig(
-      "filtered", {{"publication.name", "outbox_pub"}, {"publication.autocreate.mode", "filtered"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("filtered", {{"publication.name", "outbox_pub"},
+                                                {"publication.autocreate.mode", "filtered"}}));
   CHECK(PublicationTables(fx, "outbox_pub") == "public.outbox");
   Stop(*relay);
 
   // A second table in the list: the publication is set to both at the next start.
-  relay = fx.StartRelay(fx.WriteConfig("filtered", {{"publication.name", "outbox_pub"},
-                                                    {"publication.autocreate.mode", "filtered"},
-                                                    {"table.include.list",
-                                                     "public.outbox,public.outbox2"}}));
+  relay = fx.StartRelay(
+      fx.WriteConfig("filtered", {{"publication.name", "outbox_pub"},
+                                  {"publication.autocreate.mode", "filtered"},
+                                  {"table.include.list", "public.outbox,public.outbox2"}}));
   CHECK(PublicationTables(fx, "outbox_pub") == "public.outbox,public.outbox2");
   CHECK(devtools::ReadFile(fx.log_path()).find("publication 'outbox_pub' updated") !=
         std::string::npos);
@@ -127,8 +129,9 @@ TEST_CASE("pgoutput: publication.autocreate.mode=disabled needs the publication 
   const auto config = fx.WriteConfig("disabled", {{"publication.autocreate.mode", "disabled"}});
   auto [missing_code, missing_log] = ExitOf(fx, *fx.SpawnRelay(config));
   CHECK(missing_code == 17);
-  CHECK_MESSAGE(missing_log.find("publication 'dbz_publication' does not exist") !=
-                    std::string::npos, missing_log);
+  CHECK_MESSAGE(
+      missing_log.find("publication 'dbz_publication' does not exist") != std::string::npos,
+      missing_log);
   CHECK(fx.Value("SELECT count(*) FROM pg_publication") == "0");
   CHECK(fx.Value("SELECT count(*) FROM pg_replication_slots") == "0");
 
@@ -158,7 +161,8 @@ TEST_CASE("pgoutput: publication.autocreate.mode=no_tables creates an empty publ
   auto [code, log] = ExitOf(fx, *fx.SpawnRelay(config));
   CHECK(code == 18);
   CHECK_MESSAGE(log.find("ALTER PUBLICATION \"dbz_publication\" ADD TABLE \"public\".\"outbox\"") !=
-                    std::string::npos, log);
+                    std::string::npos,
+                log);
   CHECK(fx.Value("SELECT count(*) FROM pg_publication WHERE NOT puballtables") == "1");
   CHECK(PublicationTables(fx, "dbz_publication").empty());
 
@@ -176,11 +180,12 @@ TEST_CASE("pgoutput: a publication the user may not create is exit 19; a slot of
   fx.UsePlugin("pgoutput");
   // REPLICATION but not superuser: FOR ALL TABLES (the default mode) needs a superuser.
   fx.Exec("CREATE ROLE relay_user LOGIN REPLICATION");
-  auto [code, log] = ExitOf(
-      fx, *fx.SpawnRelay(fx.WriteConfig("nopriv", {{"database.user", "relay_user"}})));
+  auto [code, log] =
+      ExitOf(fx, *fx.SpawnRelay(fx.WriteConfig("nopriv", {{"database.user", "relay_user"}})));
   CHECK(code == 19);
-  CHECK_MESSAGE(log.find("cannot create publication 'dbz_publication' FOR ALL TABLES") !=
-                    std::string::npos, log);
+  CHECK_MESSAGE(
+      log.find("cannot create publication 'dbz_publication' FOR ALL TABLES") != std::string::npos,
+      log);
   CHECK(fx.Value("SELECT count(*) FROM pg_publication") == "0");
 
   // test_decoding: in every build of the version matrix, where wal2json is only in Debian's.
@@ -188,7 +193,8 @@ TEST_CASE("pgoutput: a publication the user may not create is exit 19; a slot of
   auto [wrong_code, wrong_log] = ExitOf(fx, *fx.SpawnRelay(fx.WriteConfig("w2j", {})));
   CHECK(wrong_code == 15);
   CHECK_MESSAGE(wrong_log.find("uses plugin 'test_decoding', not pgoutput as 'plugin.name' "
-                               "says") != std::string::npos, wrong_log);
+                               "says") != std::string::npos,
+                wrong_log);
 }
 
 namespace {
@@ -217,12 +223,11 @@ std::vector<ConsumedRecord> ReadUntilQuiet(devtools::TopicReader& reader,
 // commit time and compared.
 std::string Describe(const ConsumedRecord& r) {
   std::string value = r.value.value_or("(null)");
-  static const std::regex kProcessingTime(
-      "\"ts_ms\":[0-9]+,\"ts_us\":[0-9]+,\"ts_ns\":[0-9]+\\}$");
+  static const std::regex kProcessingTime("\"ts_ms\":[0-9]+,\"ts_us\":[0-9]+,\"ts_ns\":[0-9]+\\}$");
   if (r.topic.starts_with("itest."))
     value = std::regex_replace(value, kProcessingTime, "\"ts_ms\":0,\"ts_us\":0,\"ts_ns\":0}");
-  std::string text = r.topic + "/" + std::to_string(r.partition) + " key=" +
-                     r.key.value_or("(null)") + " ts=" + std::to_string(r.timestamp_ms) +
+  std::string text = r.topic + "/" + std::to_string(r.partition) +
+                     " key=" + r.key.value_or("(null)") + " ts=" + std::to_string(r.timestamp_ms) +
                      " value=" + value;
   for (const auto& h : r.headers) text += " header " + h.key + "=" + h.value.value_or("(null)");
   return text;
@@ -252,8 +257,8 @@ TEST_CASE("parity: the same rows through a wal2json slot and a pgoutput slot giv
   const std::string envelope_tables =
       "public.outbox,public.typed,public.full_ident,public\\\\.late.*";
   auto wal2json_router = fx.StartRelay(fx.WriteConfig("w_router", {}));
-  auto wal2json_envelope = fx.StartRelay(
-      fx.WriteConfig("w_envelope", {{"table.include.list", envelope_tables}}, false));
+  auto wal2json_envelope =
+      fx.StartRelay(fx.WriteConfig("w_envelope", {{"table.include.list", envelope_tables}}, false));
   fx.UsePlugin("pgoutput");
   auto pgoutput_router =
       fx.StartRelay(fx.WriteConfig("p_router", {{"kafka.bootstrap.servers", pgoutput_kafka}}));
@@ -262,10 +267,9 @@ TEST_CASE("parity: the same rows through a wal2json slot and a pgoutput slot giv
       {{"kafka.bootstrap.servers", pgoutput_kafka}, {"table.include.list", envelope_tables}},
       false));
 
-  std::string sql =
-      "CREATE TABLE public.late_full (id integer PRIMARY KEY, note text);"
-      "ALTER TABLE public.late_full REPLICA IDENTITY FULL;"
-      "INSERT INTO late_full VALUES (7, 'late');";
+  std::string sql = "CREATE TABLE public.late_full (id integer PRIMARY KEY, note text);"
+                    "ALTER TABLE public.late_full REPLICA IDENTITY FULL;"
+                    "INSERT INTO late_full VALUES (7, 'late');";
   for (int seq = 1; seq <= 60; ++seq) {
     sql += (seq % 10 == 1 ? "BEGIN;" : "") + InsertEvent(seq) + (seq % 10 == 0 ? "COMMIT;" : "");
   }

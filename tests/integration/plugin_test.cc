@@ -70,14 +70,15 @@ int Seq(const rapidjson::Value& payload) { return payload["seq"].GetInt(); }
 TEST_CASE("outbox -> filter.so -> cloudevents.so: filtered events arrive as CloudEvents") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig(
-      "cloud", RouterThen({{"transforms", "outbox,noCustomers,ce"},
-                           {"plugin.path", "/nonexistent," + std::string(WALRELAY_PLUGIN_DIR)},
-                           // By name through plugin.path...
-                           {"transforms.noCustomers.type", "filter"},
-                           {"transforms.noCustomers.header", "eventType"},
-                           {"transforms.noCustomers.values", "CustomerHappened"},
-                           // ...and by path.
-                           {"transforms.ce.type", std::string(WALRELAY_PLUGIN_DIR) + "/cloudevents.so"}})));
+      "cloud",
+      RouterThen({{"transforms", "outbox,noCustomers,ce"},
+                  {"plugin.path", "/nonexistent," + std::string(WALRELAY_PLUGIN_DIR)},
+                  // By name through plugin.path...
+                  {"transforms.noCustomers.type", "filter"},
+                  {"transforms.noCustomers.header", "eventType"},
+                  {"transforms.noCustomers.values", "CustomerHappened"},
+                  // ...and by path.
+                  {"transforms.ce.type", std::string(WALRELAY_PLUGIN_DIR) + "/cloudevents.so"}})));
   const std::vector<std::string> types = {"Order", "Customer", "Shipment"};
   std::string sql = "BEGIN;";
   for (int seq = 1; seq <= 9; ++seq) sql += InsertEvent(seq, types[seq % 3]);
@@ -145,10 +146,11 @@ TEST_CASE("a plugin failing a record stops the relay (exit 6) before the row is 
   REQUIRE(code.ok());
   CHECK(*code == 6);
   const std::string log = devtools::ReadFile(fx.log_path());
-  CHECK_MESSAGE(log.find("transform 'boom': plugin 'test_transform' (" +
-                         std::string(WALRELAY_TEST_PLUGIN_DIR) +
-                         "/test_transform.so) failed the record: refused by boom") != std::string::npos,
-                log);
+  CHECK_MESSAGE(
+      log.find("transform 'boom': plugin 'test_transform' (" +
+               std::string(WALRELAY_TEST_PLUGIN_DIR) +
+               "/test_transform.so) failed the record: refused by boom") != std::string::npos,
+      log);
   std::smatch where;
   REQUIRE_MESSAGE(std::regex_search(log, where,
                                     std::regex("table public\\.outbox, event id '" + EventId(5) +
@@ -170,11 +172,11 @@ TEST_CASE("a plugin failing a record stops the relay (exit 6) before the row is 
 
 TEST_CASE("with errors.tolerance=all a record a plugin fails goes to the dead-letter topic") {
   RelayFixture fx;
-  auto relay = fx.StartRelay(fx.WriteConfig(
-      "dlq", FailShipments({{"errors.tolerance", "all"},
-                            {"errors.deadletterqueue.topic.name", "plugin-dlq"}})));
-  fx.Exec("BEGIN;" + InsertEvent(3, "Order") + InsertEvent(5, "Shipment") + InsertEvent(6, "Order") +
-          "COMMIT;");
+  auto relay = fx.StartRelay(
+      fx.WriteConfig("dlq", FailShipments({{"errors.tolerance", "all"},
+                                           {"errors.deadletterqueue.topic.name", "plugin-dlq"}})));
+  fx.Exec("BEGIN;" + InsertEvent(3, "Order") + InsertEvent(5, "Shipment") +
+          InsertEvent(6, "Order") + "COMMIT;");
   const Lsn end = fx.CurrentWal();
   auto reader = fx.Reader();
   auto orders = reader->ReadAtLeast({"outbox.event.Order"}, 2, std::chrono::seconds(30));
@@ -203,10 +205,11 @@ TEST_CASE("validate and run refuse a plugin that cannot be loaded, naming it and
        fx.WriteConfig("badplugin", RouterThen({{"transforms", "outbox,old"},
                                                {"transforms.old.type", "wrong_abi"}}))});
   CHECK(code == 2);
-  CHECK_MESSAGE(out.find("PROBLEM: config error: transform 'old': plugin file '" +
-                         std::string(WALRELAY_TEST_PLUGIN_DIR) +
-                         "/wrong_abi.so' was built for transform ABI version 2") != std::string::npos,
-                out);
+  CHECK_MESSAGE(
+      out.find("PROBLEM: config error: transform 'old': plugin file '" +
+               std::string(WALRELAY_TEST_PLUGIN_DIR) +
+               "/wrong_abi.so' was built for transform ABI version 2") != std::string::npos,
+      out);
 
   auto [run_code, run_out] = fx.RunCommand(
       {"run", "--config",

@@ -47,7 +47,6 @@ inline size_t Count(const std::string& text, const std::string& needle) {
   return n;
 }
 
-
 inline std::string ReadWholeFile(const std::string& path) { return devtools::ReadFile(path); }
 
 // Selects a real Apache Kafka cluster (scripts/fetch-kafka.sh) instead of the mock.
@@ -127,7 +126,6 @@ class RelayFixture {
   }
 
  public:
-
   void Exec(const std::string& sql) {
     Status st = pg_->Exec(sql);
     REQUIRE_MESSAGE(st.ok(), st.ToString());
@@ -149,7 +147,8 @@ class RelayFixture {
   }
   Lsn ConfirmedFlush(const std::string& slot) {
     auto v = pg_->QueryValue("SELECT coalesce(confirmed_flush_lsn::text, '0/0') FROM "
-                             "pg_replication_slots WHERE slot_name = '" + slot + "'");
+                             "pg_replication_slots WHERE slot_name = '" +
+                             slot + "'");
     if (!v.ok()) return Lsn();
     return *Lsn::Parse(*v);
   }
@@ -167,11 +166,12 @@ class RelayFixture {
 
   // After a relay was killed the server needs a moment to notice its walsender's client is
   // gone; a new relay started before that would wait as a standby.
-  void WaitSlotFree(const std::string& slot, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+  void WaitSlotFree(const std::string& slot,
+                    std::chrono::seconds timeout = std::chrono::seconds(10)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
-      auto active = pg_->QueryValue("SELECT active::text FROM pg_replication_slots WHERE slot_name='" +
-                                    slot + "'");
+      auto active = pg_->QueryValue(
+          "SELECT active::text FROM pg_replication_slots WHERE slot_name='" + slot + "'");
       if (!active.ok() || *active == "false") return;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -192,7 +192,8 @@ class RelayFixture {
   void UsePlugin(const std::string& plugin) { plugin_ = plugin; }
 
   // Writes a connector config; `overrides` replace or add keys.
-  std::string WriteConfig(const std::string& slot, const std::map<std::string, std::string>& overrides,
+  std::string WriteConfig(const std::string& slot,
+                          const std::map<std::string, std::string>& overrides,
                           bool with_router = true) {
     std::map<std::string, std::string> cfg = {
         {"connector.class", "io.debezium.connector.postgresql.PostgresConnector"},
@@ -223,7 +224,8 @@ class RelayFixture {
     }
     json += "\n}}\n";
     last_config_json_ = json;
-    const std::string path = work_dir_ + "/" + slot + "-" + std::to_string(config_count_++) + ".json";
+    const std::string path =
+        work_dir_ + "/" + slot + "-" + std::to_string(config_count_++) + ".json";
     std::ofstream(path) << json;
     return path;
   }
@@ -231,16 +233,16 @@ class RelayFixture {
   // Starts `walrelay run` and waits until it streams; its log goes to log_path().
   std::unique_ptr<devtools::ChildProcess> StartRelay(const std::string& config_path) {
     auto child = SpawnRelay(config_path);
-    const bool streaming = devtools::WaitForFileContains(log_path_, "streaming slot",
-                                                         std::chrono::seconds(20));
+    const bool streaming =
+        devtools::WaitForFileContains(log_path_, "streaming slot", std::chrono::seconds(20));
     REQUIRE_MESSAGE(streaming, ReadWholeFile(log_path_));
     return child;
   }
   // Starts `walrelay run` without waiting; each start logs to a new file (log_path()).
   std::unique_ptr<devtools::ChildProcess> SpawnRelay(const std::string& config_path) {
     log_path_ = config_path + "." + std::to_string(config_count_++) + ".log";
-    auto child = devtools::ChildProcess::Spawn({WALRELAY_BINARY, "run", "--config", config_path},
-                                               log_path_);
+    auto child =
+        devtools::ChildProcess::Spawn({WALRELAY_BINARY, "run", "--config", config_path}, log_path_);
     REQUIRE_MESSAGE(child.ok(), child.status().ToString());
     return std::move(child).value();
   }

@@ -11,11 +11,12 @@
 #include "relay_fixture.h"
 
 using namespace walrelay;
-using walrelay::testing::RelayFixture;
 using devtools::ConsumedRecord;
+using walrelay::testing::RelayFixture;
 using namespace walrelay::testing;
 
-TEST_CASE("10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exactly once, in key order") {
+TEST_CASE(
+    "10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exactly once, in key order") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("bulk", {}));
   const int kTotal = 10000;
@@ -37,7 +38,7 @@ TEST_CASE("10,000 outbox rows in 1-, 20- and 5,000-row transactions arrive exact
   fx.Exec(sql);
   sql = "BEGIN;";
   while (seq < kTotal) sql += InsertEvent(++seq);  // one 5,000-row transaction
-  sql += "DELETE FROM outbox; COMMIT;";           // deletes are ignored by the router
+  sql += "DELETE FROM outbox; COMMIT;";            // deletes are ignored by the router
   fx.Exec(sql);
   const Lsn end = fx.CurrentWal();
 
@@ -91,7 +92,8 @@ TEST_CASE("with the broker down the slot never confirms an unacknowledged transa
   std::string first_xid;
   Lsn first_commit_end;
   for (const auto& row : *changes) {
-    if (first_xid.empty() && row[2]->find("00000000-0000-4000-8000-000000000002") != std::string::npos)
+    if (first_xid.empty() &&
+        row[2]->find("00000000-0000-4000-8000-000000000002") != std::string::npos)
       first_xid = *row[1];
     if (!first_xid.empty() && *row[1] == first_xid && row[2]->rfind("{\"action\":\"C\"", 0) == 0) {
       first_commit_end = *Lsn::Parse(*row[0]);
@@ -102,8 +104,9 @@ TEST_CASE("with the broker down the slot never confirms an unacknowledged transa
   // Several status intervals pass; the slot must stay before the first outage commit.
   for (int i = 0; i < 30; ++i) {
     const Lsn confirmed = fx.ConfirmedFlush("brokerdown");
-    REQUIRE_MESSAGE(confirmed < first_commit_end,
-                    "confirmed " << confirmed.ToString() << " reached " << first_commit_end.ToString());
+    REQUIRE_MESSAGE(confirmed < first_commit_end, "confirmed " << confirmed.ToString()
+                                                               << " reached "
+                                                               << first_commit_end.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   REQUIRE(relay->Running());
@@ -138,7 +141,10 @@ TEST_CASE("kill -9 during a stream and restart: nothing is lost") {
   REQUIRE(code.ok());
   CHECK(*code == 128 + SIGKILL);
   // The server notices the dead walsender client; wait until the slot is free again.
-  for (int i = 0; i < 100 && fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='killed'") == "true"; ++i)
+  for (int i = 0;
+       i < 100 &&
+       fx.Value("SELECT active::text FROM pg_replication_slots WHERE slot_name='killed'") == "true";
+       ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   relay = fx.StartRelay(config);
   writer.join();
@@ -162,12 +168,14 @@ TEST_CASE("an idle outbox does not pin WAL while another table writes 20 MB") {
   auto relay = fx.StartRelay(fx.WriteConfig("idle", {}));
   const Lsn start = fx.ConfirmedFlush("idle");
   for (int i = 0; i < 20; ++i) {
-    fx.Exec("INSERT INTO unrelated (filler) SELECT repeat(md5(g::text), 32) FROM generate_series(1, 1000) g");
+    fx.Exec("INSERT INTO unrelated (filler) SELECT repeat(md5(g::text), 32) FROM "
+            "generate_series(1, 1000) g");
   }
   const Lsn end = fx.CurrentWal();
   CHECK(end.value() - start.value() > 20u * 1000 * 1000);
   const Lsn confirmed = fx.WaitConfirmed("idle", end, std::chrono::seconds(30));
-  CHECK_MESSAGE(confirmed >= end, "slot stuck at " << confirmed.ToString() << ", WAL at " << end.ToString());
+  CHECK_MESSAGE(confirmed >= end,
+                "slot stuck at " << confirmed.ToString() << ", WAL at " << end.ToString());
   // And with no writes at all, keepalives alone keep it at the server's position.
   fx.Exec("SELECT pg_switch_wal()");
   const Lsn after_switch = fx.CurrentWal();
@@ -183,8 +191,7 @@ TEST_CASE("a regex table.include.list relays the tables it matches and skips the
       fx.StartRelay(fx.WriteConfig("regex", {{"table.include.list", "public\\\\.out.*"}}));
   std::string sql;
   for (int s = 1; s <= 30; ++s) {
-    sql += "BEGIN;" + InsertEvent(s) +
-           "INSERT INTO unrelated (filler) VALUES ('between'); COMMIT;";
+    sql += "BEGIN;" + InsertEvent(s) + "INSERT INTO unrelated (filler) VALUES ('between'); COMMIT;";
   }
   fx.Exec(sql);
   const Lsn end = fx.CurrentWal();
@@ -202,7 +209,8 @@ TEST_CASE("a regex table.include.list relays the tables it matches and skips the
 TEST_CASE("without transforms each change is a Debezium change event keyed by primary key") {
   RelayFixture fx;
   auto relay = fx.StartRelay(fx.WriteConfig("plain", {}, /*with_router=*/false));
-  fx.Exec("BEGIN;" + InsertEvent(7) + "UPDATE outbox SET type = 'Changed'; DELETE FROM outbox; COMMIT;");
+  fx.Exec("BEGIN;" + InsertEvent(7) +
+          "UPDATE outbox SET type = 'Changed'; DELETE FROM outbox; COMMIT;");
   auto reader = fx.Reader();
   auto records = reader->ReadAtLeast({"itest.public.outbox"}, 4, std::chrono::seconds(30));
   REQUIRE(records.ok());
@@ -266,7 +274,8 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
   fx.Exec("SELECT pg_create_logical_replication_slot('wrongplugin', 'test_decoding')");
   auto [run_code, run_out] = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
   CHECK(run_code == 15);
-  CHECK_MESSAGE(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos, run_out);
+  CHECK_MESSAGE(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos,
+                run_out);
 }
 
 TEST_CASE("a record Kafka rejects stops the relay without confirming its transaction") {
@@ -290,7 +299,8 @@ TEST_CASE("logical.decoding.work.mem keeps a large transaction in memory for thi
   fx.Exec("ALTER SYSTEM SET logical_decoding_work_mem = '64kB'");
   fx.Exec("SELECT pg_reload_conf()");
   auto spilling = fx.StartRelay(fx.WriteConfig("spill_default", {}));
-  auto in_memory = fx.StartRelay(fx.WriteConfig("spill_raised", {{"logical.decoding.work.mem", "64MB"}}));
+  auto in_memory =
+      fx.StartRelay(fx.WriteConfig("spill_raised", {{"logical.decoding.work.mem", "64MB"}}));
   std::string txn = "BEGIN;";
   for (int i = 0; i < 3000; ++i) txn += InsertEvent(i);
   fx.Exec(txn + "COMMIT;");
@@ -300,8 +310,8 @@ TEST_CASE("logical.decoding.work.mem keeps a large transaction in memory for thi
     REQUIRE_MESSAGE(confirmed >= end, slot << " stuck at " << confirmed.ToString());
   }
   auto spilled = [&fx](const std::string& slot) {
-    return std::stoll(fx.Value("SELECT spill_bytes FROM pg_stat_replication_slots WHERE slot_name = '" +
-                               slot + "'"));
+    return std::stoll(fx.Value(
+        "SELECT spill_bytes FROM pg_stat_replication_slots WHERE slot_name = '" + slot + "'"));
   };
   CHECK(spilled("spill_default") > 0);
   CHECK(spilled("spill_raised") == 0);
@@ -313,7 +323,8 @@ TEST_CASE("logical.decoding.work.mem keeps a large transaction in memory for thi
   CHECK(environ.find("GNUTLS_NO_IMPLICIT_INIT=1\n") != std::string::npos);
 }
 
-TEST_CASE("the slot is confirmed as soon as the relay has caught up, not at the next periodic update") {
+TEST_CASE(
+    "the slot is confirmed as soon as the relay has caught up, not at the next periodic update") {
   RelayFixture fx;
   // A periodic update would come only after a minute, and the server asks for one only after
   // half its wal_sender_timeout (30 s): a confirmation within seconds is the caught-up one.
@@ -324,7 +335,7 @@ TEST_CASE("the slot is confirmed as soon as the relay has caught up, not at the 
     const auto started = std::chrono::steady_clock::now();
     const Lsn confirmed = fx.WaitConfirmed("prompt", end, std::chrono::seconds(10));
     CHECK_MESSAGE(confirmed >= end, "round " << round << ": slot at " << confirmed.ToString()
-                                              << ", commit ends at " << end.ToString());
+                                             << ", commit ends at " << end.ToString());
     CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
   }
 }

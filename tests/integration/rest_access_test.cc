@@ -34,8 +34,7 @@ constexpr const char* kBasicUser = "operator";
 constexpr const char* kBasicPassword = "bpw-Jd61-never-shown";
 
 std::string Base64(const std::string& in) {
-  static const char* kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::string out;
   for (size_t i = 0; i < in.size(); i += 3) {
     uint32_t n = static_cast<unsigned char>(in[i]) << 16;
@@ -108,11 +107,11 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   RelayFixture fx;
   const std::string token_file = fx.pg().base_dir() + "/rest_token";
   std::ofstream(token_file) << kToken << "\n";
-  auto relay = fx.StartRelay(fx.WriteConfig(
-      "restauth", {{"rest.auth.token", "${file:" + token_file + "}"},
-                   {"rest.auth.basic.username", kBasicUser},
-                   {"rest.auth.basic.password", kBasicPassword},
-                   {"rest.allowed.hosts", "relay.internal"}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("restauth", {{"rest.auth.token", "${file:" + token_file + "}"},
+                                                {"rest.auth.basic.username", kBasicUser},
+                                                {"rest.auth.basic.password", kBasicPassword},
+                                                {"rest.allowed.hosts", "relay.internal"}}));
   const int port = RestPort(fx);
   const std::string base = "/connectors/itest-restauth";
   std::string bodies;
@@ -124,7 +123,8 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   };
 
   // Every refusal reason is exported at 0 before the first refusal.
-  for (const char* reason : {"host", "unauthorized", "no_credentials"}) CHECK(Refused(port, reason) == 0);
+  for (const char* reason : {"host", "unauthorized", "no_credentials"})
+    CHECK(Refused(port, reason) == 0);
 
   const std::vector<std::pair<std::string, std::string>> changes = {
       {"PUT", base + "/pause"},
@@ -160,8 +160,9 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   CHECK(Metric(call("GET", "/metrics").body, "walrelay_reconnects_total") == 0);
 
   // Reads need no credentials.
-  for (const std::string& path : std::vector<std::string>{"/", "/connectors", base, base + "/config", base + "/status",
-                                 base + "/tasks/0/status", "/metrics", "/healthz"}) {
+  for (const std::string& path :
+       std::vector<std::string>{"/", "/connectors", base, base + "/config", base + "/status",
+                                base + "/tasks/0/status", "/metrics", "/healthz"}) {
     CHECK_MESSAGE(call("GET", path).status == 200, path);
   }
   // The credentials are hidden in the config, whether from ${file:} or written in it.
@@ -192,8 +193,9 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   // Loopback listener: the Host header must name the loopback (DNS rebinding), even with the
   // right credentials; the port does not matter.
   const std::string port_text = std::to_string(port);
-  for (const std::string& host : std::vector<std::string>{"evil.example", "evil.example:" + port_text, "127.0.0.1.evil.example",
-                                 "localhost.evil.example", "10.0.0.1"}) {
+  for (const std::string& host :
+       std::vector<std::string>{"evil.example", "evil.example:" + port_text,
+                                "127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.1"}) {
     r = call("GET", base + "/status", {"Host: " + host});
     CHECK_MESSAGE(r.status == 403, host);
     CHECK(r.body.find("rest.allowed.hosts") != std::string::npos);
@@ -201,9 +203,9 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
   r = call("PUT", base + "/pause", {"Host: evil.example", bearer});
   CHECK(r.status == 403);
   CHECK(Refused(port, "host") == 6);
-  for (const std::string& host : std::vector<std::string>{"localhost", "LocalHost:" + port_text, "127.0.0.1",
-                                 "127.0.0.1:" + port_text, "[::1]", "[::1]:" + port_text,
-                                 "Relay.Internal:" + port_text}) {
+  for (const std::string& host : std::vector<std::string>{
+           "localhost", "LocalHost:" + port_text, "127.0.0.1", "127.0.0.1:" + port_text, "[::1]",
+           "[::1]:" + port_text, "Relay.Internal:" + port_text}) {
     CHECK_MESSAGE(call("GET", base + "/status", {"Host: " + host}).status == 200, host);
   }
   CHECK(call("GET", base + "/status").body.find("\"connector\":{\"state\":\"RUNNING\"") !=
@@ -234,7 +236,8 @@ TEST_CASE("REST on a non-loopback listener without credentials: changes get 403,
   CHECK(Refused(port, "no_credentials") == 3);
   CHECK(Refused(port, "unauthorized") == 0);
   // Container health checks and scrapers keep working; no Host check off loopback.
-  for (const std::string& path : std::vector<std::string>{base + "/status", base + "/config", "/metrics", "/healthz"}) {
+  for (const std::string& path :
+       std::vector<std::string>{base + "/status", base + "/config", "/metrics", "/healthz"}) {
     CHECK_MESSAGE(Http(port, "GET", path).status == 200, path);
     CHECK(Http(port, "GET", path, {"Host: relay.example:8083"}).status == 200);
   }
@@ -264,7 +267,7 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
       // Another port of the same host is the same site, not the same origin.
       {"Origin: http://127.0.0.1:3000", "Sec-Fetch-Site: same-site"},
       {"Host: " + self, "Origin: http://localhost:" + std::to_string(port)},
-      {"Origin: null"},                                      // sandboxed frame, file:// page
+      {"Origin: null"},  // sandboxed frame, file:// page
       {"Origin: http://" + self, "Sec-Fetch-Site: cross-site"}};
   const std::vector<std::pair<std::string, std::string>> changes = {
       {"POST", base + "/restart"},
@@ -293,7 +296,8 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
   std::string log = devtools::ReadFile(fx.log_path());
   CHECK_MESSAGE(Count(log, "cross-site change request(s)") == 1, log);
   CHECK(log.find("refused 1 cross-site change request(s) since the last warning, last POST " +
-                 base + "/restart (Origin 'http://evil.example' is not this listener's Host "
+                 base +
+                 "/restart (Origin 'http://evil.example' is not this listener's Host "
                  "'127.0.0.1')") != std::string::npos);
 
   // Reads from any page stay open (no CORS headers: a page cannot read the answers).
@@ -311,8 +315,9 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
   CHECK(r.status == 202);
   r = Http(port, "PUT", base + "/pause", {"Sec-Fetch-Site: none"});
   CHECK(r.status == 202);
-  r = Http(port, "PUT", base + "/resume", {"Host: localhost:" + std::to_string(port),
-                                           "Origin: http://LOCALHOST:" + std::to_string(port)});
+  r = Http(port, "PUT", base + "/resume",
+           {"Host: localhost:" + std::to_string(port),
+            "Origin: http://LOCALHOST:" + std::to_string(port)});
   CHECK(r.status == 202);
   r = Http(port, "POST", base + "/restart");
   CHECK_MESSAGE(r.status == 204, r.head << r.body);
@@ -324,10 +329,10 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
 TEST_CASE("REST cross-site: refused before credentials, on a listener that is not loopback") {
   RelayFixture fx;
   // A browser replays basic credentials it remembers to any page's request: they prove nothing.
-  auto relay = fx.StartRelay(fx.WriteConfig("restsiteauth",
-                                            {{"listeners", "http://0.0.0.0:0"},
-                                             {"rest.auth.basic.username", kBasicUser},
-                                             {"rest.auth.basic.password", kBasicPassword}}));
+  auto relay =
+      fx.StartRelay(fx.WriteConfig("restsiteauth", {{"listeners", "http://0.0.0.0:0"},
+                                                    {"rest.auth.basic.username", kBasicUser},
+                                                    {"rest.auth.basic.password", kBasicPassword}}));
   const int port = RestPort(fx);
   const std::string path = "/connectors/itest-restsiteauth/pause";
   const std::string basic = BasicHeader(kBasicUser, kBasicPassword);
@@ -416,8 +421,8 @@ TEST_CASE("REST connections: beyond rest.max.connections refused and logged, ope
   // Once one closes, a new connection is served again.
   close(kept.back());
   kept.pop_back();
-  CHECK(Eventually([&] { return Http(port, "GET", status).status == 200; },
-                   std::chrono::seconds(5)));
+  CHECK(
+      Eventually([&] { return Http(port, "GET", status).status == 200; }, std::chrono::seconds(5)));
   for (int fd : kept) close(fd);
   CHECK(relay->Running());
 }
@@ -493,8 +498,9 @@ TEST_CASE("rest.auth.*, rest.allowed.hosts, rest.max.connections: wrong values a
   CHECK(error({{"rest.auth.token", ""}}).find("'rest.auth.token' is empty") == 0);
   CHECK(error({{"rest.auth.basic.username", "u"}}).find("'rest.auth.basic.password' is missing") ==
         0);
-  CHECK(error({{"rest.auth.basic.password", "p-Qz7"}}).find("'rest.auth.basic.username' is "
-                                                            "missing") == 0);
+  CHECK(error({{"rest.auth.basic.password", "p-Qz7"}})
+            .find("'rest.auth.basic.username' is "
+                  "missing") == 0);
   CHECK(error({{"rest.auth.basic.username", "a:b"}, {"rest.auth.basic.password", "p"}})
             .find("contains ':'") != std::string::npos);
   const std::string spaced = error({{"rest.auth.token", "two words-Qz7"}});
@@ -503,8 +509,9 @@ TEST_CASE("rest.auth.*, rest.allowed.hosts, rest.max.connections: wrong values a
   CHECK(error({{"rest.allowed.hosts", "relay.internal:8083"}}).find("'rest.allowed.hosts'") == 0);
   CHECK(error({{"rest.max.connections", "0"}}) ==
         "'rest.max.connections' must be between 1 and 10000, got 0");
-  CHECK(error({{"rest.max.connections", "many"}}).find("'rest.max.connections' must be an "
-                                                       "integer") == 0);
+  CHECK(error({{"rest.max.connections", "many"}})
+            .find("'rest.max.connections' must be an "
+                  "integer") == 0);
   CHECK(ParseWith({})->listener.max_connections == 64);
   CHECK(ParseWith({{"rest.max.connections", "5"}})->listener.max_connections == 5);
 

@@ -1,6 +1,6 @@
-// A minimal HTTP client for walrelay's REST API in tests, a /metrics sample reader, and where a relay child process says
-// the API listens (its log line; the tests use `listeners` port 0, on any host: tests connect
-// to 127.0.0.1).
+// A minimal HTTP client for walrelay's REST API in tests, a /metrics sample reader, and where a
+// relay child process says the API listens (its log line; the tests use `listeners` port 0, on any
+// host: tests connect to 127.0.0.1).
 #pragma once
 
 #include <arpa/inet.h>
@@ -97,8 +97,7 @@ inline int RestPort(const RelayFixture& fx) {
                                         std::chrono::seconds(10)));
   std::smatch m;
   const std::string log = devtools::ReadFile(fx.log_path());
-  REQUIRE(
-      std::regex_search(log, m, std::regex("REST API listening on https?://\\S+:(\\d+)")));
+  REQUIRE(std::regex_search(log, m, std::regex("REST API listening on https?://\\S+:(\\d+)")));
   return std::stoi(m[1]);
 }
 

@@ -22,13 +22,14 @@ constexpr const char* kKeyPassword = "keypw-6mN2z0-secret";
 constexpr const char* kSslPassword = "sslpw-3bV7c5-secret";
 // A password that happens to contain reference syntax; its "provider" must not be echoed.
 constexpr const char* kRefLikePassword = "pw${Rx5Qsec:tail}-secret";
-const std::vector<std::string> kLeakTokens = {"7f3Kq9", "9x2Lr4", "4hT8v1", "6mN2z0",
+const std::vector<std::string> kLeakTokens = {"7f3Kq9", "9x2Lr4",  "4hT8v1", "6mN2z0",
                                               "3bV7c5", "Rx5Qsec", "-secret"};
 
 void CheckNoSecret(const std::string& what, const std::string& output) {
   for (const auto& token : kLeakTokens) {
-    CHECK_MESSAGE(output.find(token) == std::string::npos,
-                  what << " printed a secret (" << token << "):\n" << output);
+    CHECK_MESSAGE(output.find(token) == std::string::npos, what << " printed a secret (" << token
+                                                                << "):\n"
+                                                                << output);
   }
 }
 
@@ -37,8 +38,8 @@ class SecretsFixture {
   SecretsFixture() {
     fx_.Exec(std::string("CREATE ROLE ") + kUser + " LOGIN REPLICATION");
     fx_.Exec(std::string("ALTER ROLE ") + kUser + " PASSWORD '" + kPgPassword + "'");
-    Status st = fx_.pg().AddHbaLines({std::string("host all ") + kUser +
-                                      " 127.0.0.1/32 scram-sha-256"});
+    Status st =
+        fx_.pg().AddHbaLines({std::string("host all ") + kUser + " 127.0.0.1/32 scram-sha-256"});
     REQUIRE_MESSAGE(st.ok(), st.ToString());
     st = fx_.pg().Restart();
     REQUIRE_MESSAGE(st.ok(), st.ToString());
@@ -79,10 +80,12 @@ class SecretsFixture {
         {WALRELAY_BINARY, "--log-level", "trace", "run", "--config", config}, log_path);
     REQUIRE_MESSAGE(spawned.ok(), spawned.status().ToString());
     auto relay = std::move(spawned).value();
-    REQUIRE_MESSAGE(devtools::WaitForFileContains(log_path, "streaming slot", std::chrono::seconds(20)),
-                    devtools::ReadFile(log_path));
+    REQUIRE_MESSAGE(
+        devtools::WaitForFileContains(log_path, "streaming slot", std::chrono::seconds(20)),
+        devtools::ReadFile(log_path));
     fx_.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-             "(gen_random_uuid(), 'Secret', '" + aggregate_id + "', 'Kept', '{}')");
+             "(gen_random_uuid(), 'Secret', '" +
+             aggregate_id + "', 'Kept', '{}')");
     auto records = reader_->ReadAtLeast({"outbox.event.Secret"}, 1, std::chrono::seconds(30));
     REQUIRE(records.ok());
     REQUIRE(records->size() == 1);
@@ -140,8 +143,9 @@ TEST_CASE("failing runs: errors name the key, never the secret") {
            s.Config("sec_kafka_key", {{"kafka.security.protocol", "SSL"},
                                       {"kafka.ssl.key.location", "/nonexistent/client.key"}}),
            2);
-  s.Expect("run", s.Config("sec_kafka_key_run", {{"kafka.security.protocol", "SSL"},
-                                                 {"kafka.ssl.key.location", "/nonexistent/k.pem"}}),
+  s.Expect("run",
+           s.Config("sec_kafka_key_run", {{"kafka.security.protocol", "SSL"},
+                                          {"kafka.ssl.key.location", "/nonexistent/k.pem"}}),
            2);
   s.Expect("validate", s.Config("sec_kafka_typo", {{"kafka.sasl.pasword", kSaslPassword}}), 2);
   s.Expect("validate",
@@ -151,24 +155,29 @@ TEST_CASE("failing runs: errors name the key, never the secret") {
 
   // Bad values in secret keys.
   s.Expect("validate", s.Config("sec_ref", {{"database.password", kRefLikePassword}}), 2);
-  s.Expect("validate", s.Config("sec_unterminated", {{"kafka.sasl.password", "x${env:" + std::string(kSaslPassword)}}), 2);
+  s.Expect("validate",
+           s.Config("sec_unterminated",
+                    {{"kafka.sasl.password", "x${env:" + std::string(kSaslPassword)}}),
+           2);
   s.Expect("run", s.Config("sec_ref_run", {{"kafka.ssl.key.password", kRefLikePassword}}), 2);
 
   // A plain-named kafka.* key whose value comes through ${env:} is hidden like a secret, also
   // when librdkafka refuses the value and its error would quote it.
   ::setenv("WALRELAY_TEST_PROVIDED_LINGER", "linger-3bV7c5-secret", 1);
   const std::string provided = s.Expect(
-      "validate", s.Config("sec_provided", {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}),
-      2);
+      "validate",
+      s.Config("sec_provided", {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}), 2);
   CHECK_MESSAGE(provided.find("kafka.linger.ms") != std::string::npos, provided);
-  s.Expect("run", s.Config("sec_provided_run",
-                           {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}),
-           2);
+  s.Expect(
+      "run",
+      s.Config("sec_provided_run", {{"kafka.linger.ms", "${env:WALRELAY_TEST_PROVIDED_LINGER}"}}),
+      2);
 
   // Unknown keys next to secrets are reported by name only.
-  const std::string out = s.Expect(
-      "validate", s.Config("sec_unknown", {{"database.pasword", kWrongPassword},
-                                           {"transforms.outbox.secret.passwd", kSslPassword}}),
-      0);
+  const std::string out =
+      s.Expect("validate",
+               s.Config("sec_unknown", {{"database.pasword", kWrongPassword},
+                                        {"transforms.outbox.secret.passwd", kSslPassword}}),
+               0);
   CHECK_MESSAGE(out.find("database.pasword") != std::string::npos, out);
 }

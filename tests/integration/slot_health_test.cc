@@ -85,8 +85,7 @@ TEST_CASE("slot health: a slot invalidated by max_slot_wal_keep_size while the r
   CHECK_MESSAGE(log.find("max_slot_wal_keep_size") != std::string::npos, log);
   CHECK_MESSAGE(log.find("'keep'") != std::string::npos, log);
   CHECK(seconds < 10);
-  CHECK(fx.Value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'keep'") ==
-        "lost");
+  CHECK(fx.Value("SELECT wal_status FROM pg_replication_slots WHERE slot_name = 'keep'") == "lost");
   // Nothing past the lost WAL was confirmed.
   CHECK(fx.ConfirmedFlush("keep") < fx.CurrentWal());
   MESSAGE("invalidated slot: exit " << *code << " " << seconds << " s after resuming");
@@ -96,7 +95,6 @@ TEST_CASE("slot health: a slot invalidated by max_slot_wal_keep_size while the r
   CHECK(again == 22);
   CHECK(out.find("max_slot_wal_keep_size") != std::string::npos);
 }
-
 
 TEST_CASE("slot health (PostgreSQL 17): a stream held back by synchronized_standby_slots naming "
           "a slot the server lacks is reported as a stall, and flows when the setting is fixed") {
@@ -144,9 +142,7 @@ TEST_CASE("slot health (PostgreSQL 17): a stream held back by synchronized_stand
   REQUIRE(records.ok());
   CHECK(records->size() == 10);
   CHECK(Eventually(
-      [&] {
-        return Metric(Http(port, "GET", "/metrics").body, "walrelay_slot_stalled") == 0;
-      },
+      [&] { return Metric(Http(port, "GET", "/metrics").body, "walrelay_slot_stalled") == 0; },
       10s));
   MESSAGE("stall reported " << warned_after << " s after the rows were written (bound 1 s)");
 }

@@ -49,7 +49,8 @@ TEST_CASE("/metrics right after start: labelled counters are exported at 0 for k
   auto relay = fx.StartRelay(fx.WriteConfig("zeros", config));
   const std::string metrics = Http(RestPort(fx), "GET", "/metrics").body;
   // rate() and alerts on these need a sample before the first event.
-  CHECK_MESSAGE(Metric(metrics, "walrelay_records_failed_total{stage=\"transform\"}") == 0, metrics);
+  CHECK_MESSAGE(Metric(metrics, "walrelay_records_failed_total{stage=\"transform\"}") == 0,
+                metrics);
   CHECK(Metric(metrics, "walrelay_records_failed_total{stage=\"produce\"}") == 0);
   CHECK(Metric(metrics, "walrelay_source_records_total{table=\"public.outbox\"}") == 0);
   CHECK(Metric(metrics, "walrelay_records_acked_total{topic=\"walrelay-dlq\"}") == 0);
@@ -114,10 +115,11 @@ TEST_CASE("REST API: Kafka Connect shapes, masked config, errors, metrics match 
   r = get("GET", "/connectors/itest-rest/status");
   CHECK(r.status == 200);
   // Kafka Connect's fields, then walrelay's slot health (docs/operations.md).
-  CHECK(r.body.rfind("{\"name\":\"itest-rest\",\"connector\":{\"state\":\"RUNNING\",\"worker_id\":\"" +
-                         worker + "\"},\"tasks\":[{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" +
-                         worker + "\"}],\"type\":\"source\",\"slot\":{\"name\":\"rest\"",
-                     0) == 0);
+  CHECK(r.body.rfind(
+            "{\"name\":\"itest-rest\",\"connector\":{\"state\":\"RUNNING\",\"worker_id\":\"" +
+                worker + "\"},\"tasks\":[{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" +
+                worker + "\"}],\"type\":\"source\",\"slot\":{\"name\":\"rest\"",
+            0) == 0);
   r = get("GET", "/connectors/itest-rest/tasks/0/status");
   CHECK(r.status == 200);
   CHECK(r.body == "{\"id\":0,\"state\":\"RUNNING\",\"worker_id\":\"" + worker + "\"}");
@@ -348,7 +350,8 @@ TEST_CASE("listeners, log.level, log.format: wrong values are configuration erro
   CHECK(out.find("'log.format'") != std::string::npos);
 }
 
-TEST_CASE("kafka.* overrides that weaken acknowledgements: validate and run exit 2 naming the key") {
+TEST_CASE(
+    "kafka.* overrides that weaken acknowledgements: validate and run exit 2 naming the key") {
   RelayFixture fx;
   const std::string weak = fx.WriteConfig("weakacks", {{"kafka.acks", "1"}});
   for (const char* command : {"validate", "run"}) {
@@ -357,11 +360,11 @@ TEST_CASE("kafka.* overrides that weaken acknowledgements: validate and run exit
     CHECK_MESSAGE(out.find("'kafka.acks'") != std::string::npos, out);
   }
   // librdkafka itself wants acks=all while idempotence is on, so both go together.
-  auto [code, out] = fx.RunCommand(
-      {"validate", "--config",
-       fx.WriteConfig("weakacks", {{"kafka.acks", "1"},
-                                   {"kafka.enable.idempotence", "false"},
-                                   {"producer.durability.checks", "false"}})});
+  auto [code, out] =
+      fx.RunCommand({"validate", "--config",
+                     fx.WriteConfig("weakacks", {{"kafka.acks", "1"},
+                                                 {"kafka.enable.idempotence", "false"},
+                                                 {"producer.durability.checks", "false"}})});
   CHECK_MESSAGE(code == 0, out);
 }
 
@@ -409,16 +412,14 @@ TEST_CASE("Prometheus text: HELP and TYPE per family, escaped label values") {
   PrometheusText m;
   m.PerLabel("x_total", "counter", "Things.", "topic", {{"a\"b\\c\nd", 3}, {"plain", 4}});
   m.Single("y", "gauge", "Why.", 0.25);
-  CHECK(m.text() ==
-        "# HELP x_total Things.\n# TYPE x_total counter\n"
-        "x_total{topic=\"a\\\"b\\\\c\\nd\"} 3\nx_total{topic=\"plain\"} 4\n"
-        "# HELP y Why.\n# TYPE y gauge\ny 0.250\n");
+  CHECK(m.text() == "# HELP x_total Things.\n# TYPE x_total counter\n"
+                    "x_total{topic=\"a\\\"b\\\\c\\nd\"} 3\nx_total{topic=\"plain\"} 4\n"
+                    "# HELP y Why.\n# TYPE y gauge\ny 0.250\n");
 }
 
 TEST_CASE("Prometheus text: known label values without events are exported at 0") {
   PrometheusText m;
   m.PerLabel("f_total", "counter", "Fails.", "stage", {{"produce", 2}}, {"transform", "produce"});
-  CHECK(m.text() ==
-        "# HELP f_total Fails.\n# TYPE f_total counter\n"
-        "f_total{stage=\"produce\"} 2\nf_total{stage=\"transform\"} 0\n");
+  CHECK(m.text() == "# HELP f_total Fails.\n# TYPE f_total counter\n"
+                    "f_total{stage=\"produce\"} 2\nf_total{stage=\"transform\"} 0\n");
 }

@@ -25,11 +25,11 @@ constexpr const char* kUser = "relay_tls";
 // wrong-ca.crt, a CA that signed nothing here.
 void MakeCertificates(const std::string& dir) {
   const devtools::TestPki pki(dir);
-  for (Status st : {pki.MakeCa("ca", "walrelay test CA"), pki.MakeCa("wrong-ca", "unrelated CA"),
-                    // verify-full checks the host walrelay connects to (127.0.0.1) against the SAN.
-                    pki.MakeSigned("server", "localhost", "ca",
-                                   "subjectAltName = IP:127.0.0.1, DNS:localhost"),
-                    pki.MakeSigned("client", kUser, "ca", "extendedKeyUsage = clientAuth")}) {
+  for (Status st :
+       {pki.MakeCa("ca", "walrelay test CA"), pki.MakeCa("wrong-ca", "unrelated CA"),
+        // verify-full checks the host walrelay connects to (127.0.0.1) against the SAN.
+        pki.MakeSigned("server", "localhost", "ca", "subjectAltName = IP:127.0.0.1, DNS:localhost"),
+        pki.MakeSigned("client", kUser, "ca", "extendedKeyUsage = clientAuth")}) {
     REQUIRE_MESSAGE(st.ok(), st.ToString());
   }
 }
@@ -49,7 +49,7 @@ std::string ServeTlsWithClientCertificates(RelayFixture& fx) {
   // ALTER SYSTEM may not share a transaction with other statements: one call each.
   for (const std::string& setting : std::vector<std::string>{
            "ssl = on", "ssl_cert_file = '" + dir + "/server.crt'",
-        "ssl_key_file = '" + dir + "/server.key'", "ssl_ca_file = '" + dir + "/ca.crt'"}) {
+           "ssl_key_file = '" + dir + "/server.key'", "ssl_ca_file = '" + dir + "/ca.crt'"}) {
     fx.Exec("ALTER SYSTEM SET " + setting);
   }
   // Without the reject line the default `host all all ... trust` would admit kUser in clear.
@@ -111,20 +111,23 @@ TEST_CASE("a server certificate from another CA, or no client certificate, is re
   for (const char* command : {"validate", "run"}) {
     auto [code, out] = fx.RunCommand({command, "--config", wrong_ca});
     CHECK_MESSAGE(code == 3, command << ": " << out);
-    CHECK_MESSAGE(out.find("certificate verify failed") != std::string::npos, command << ": " << out);
+    CHECK_MESSAGE(out.find("certificate verify failed") != std::string::npos,
+                  command << ": " << out);
   }
 
   auto no_client_cert = TlsKeys(dir, "ca.crt");
   no_client_cert.erase("database.sslcert");
   no_client_cert.erase("database.sslkey");
-  auto [code, out] = fx.RunCommand({"validate", "--config", fx.WriteConfig("tls_no_cert", no_client_cert)});
+  auto [code, out] =
+      fx.RunCommand({"validate", "--config", fx.WriteConfig("tls_no_cert", no_client_cert)});
   CHECK_MESSAGE(code == 3, out);
   CHECK_MESSAGE(out.find("certificate") != std::string::npos, out);
 
   // In clear the server's pg_hba refuses the user outright.
-  auto [clear_code, clear_out] = fx.RunCommand(
-      {"validate", "--config", fx.WriteConfig("tls_disabled", {{"database.user", kUser},
-                                                                {"database.sslmode", "disable"}})});
+  auto [clear_code, clear_out] =
+      fx.RunCommand({"validate", "--config",
+                     fx.WriteConfig("tls_disabled",
+                                    {{"database.user", kUser}, {"database.sslmode", "disable"}})});
   CHECK_MESSAGE(clear_code == 3, clear_out);
   CHECK_MESSAGE(clear_out.find("pg_hba.conf rejects connection") != std::string::npos, clear_out);
 }

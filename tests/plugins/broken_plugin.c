@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 
-static walrelay_status broken_create(const walrelay_create_args *args, void **instance,
-                                     char *error, size_t error_size) {
+static walrelay_status broken_create(const walrelay_create_args *args, void **instance, char *error,
+                                     size_t error_size) {
   (void)args;
   (void)error;
   (void)error_size;
@@ -18,8 +18,8 @@ static walrelay_status broken_create(const walrelay_create_args *args, void **in
   return WALRELAY_OK;
 }
 
-static walrelay_status broken_apply(void *instance, const walrelay_record *in,
-                                    walrelay_record *out, char *error, size_t error_size) {
+static walrelay_status broken_apply(void *instance, const walrelay_record *in, walrelay_record *out,
+                                    char *error, size_t error_size) {
   (void)instance;
   (void)in;
   (void)out;

@@ -21,7 +21,7 @@
 
 enum action { TAG, DROP, FAIL, DESCRIBE, REWRITE, SWAP, BAD_STATUS, EMPTY_TOPIC, LONG_ERROR };
 
-static const char *const kActions[] = {"tag", "drop", "fail", "describe", "rewrite",
+static const char *const kActions[] = {"tag",  "drop",       "fail",        "describe",  "rewrite",
                                        "swap", "bad_status", "empty_topic", "long_error"};
 
 typedef struct test_transform {
@@ -153,15 +153,10 @@ static walrelay_status test_apply(void *instance, const walrelay_record *in, wal
                                   char *error, size_t error_size) {
   test_transform *t = (test_transform *)instance;
   switch (t->action) {
-    case TAG:
-      return tag(t, in, out);
-    case DROP:
-      return WALRELAY_DROP;
-    case FAIL:
-      snprintf(error, error_size, "refused by %s", t->alias);
-      return WALRELAY_ERROR;
-    case DESCRIBE:
-      return describe(t, in, out);
+    case TAG: return tag(t, in, out);
+    case DROP: return WALRELAY_DROP;
+    case FAIL: snprintf(error, error_size, "refused by %s", t->alias); return WALRELAY_ERROR;
+    case DESCRIBE: return describe(t, in, out);
     case REWRITE:
       out->topic.data = t->topic;
       out->topic.size = strlen(t->topic);
@@ -178,21 +173,20 @@ static walrelay_status test_apply(void *instance, const walrelay_record *in, wal
       out->key = in->value;
       out->value = in->key;
       return WALRELAY_OK;
-    case BAD_STATUS:
-      return (walrelay_status)7;
-    case EMPTY_TOPIC:
-      out->topic.size = 0;
-      return WALRELAY_OK;
-    case LONG_ERROR:
-      memset(error, 'x', error_size);
-      return WALRELAY_ERROR;
+    case BAD_STATUS: return (walrelay_status)7;
+    case EMPTY_TOPIC: out->topic.size = 0; return WALRELAY_OK;
+    case LONG_ERROR: memset(error, 'x', error_size); return WALRELAY_ERROR;
   }
   return WALRELAY_ERROR;
 }
 
-static const walrelay_transform_plugin kTestPlugin = {
-    sizeof(walrelay_transform_plugin), WALRELAY_TRANSFORM_ABI_VERSION, "test_transform", "0.1",
-    test_create, test_apply, test_destroy};
+static const walrelay_transform_plugin kTestPlugin = {sizeof(walrelay_transform_plugin),
+                                                      WALRELAY_TRANSFORM_ABI_VERSION,
+                                                      "test_transform",
+                                                      "0.1",
+                                                      test_create,
+                                                      test_apply,
+                                                      test_destroy};
 
 const walrelay_transform_plugin *walrelay_transform_entry(uint32_t host_abi_version) {
   (void)host_abi_version;

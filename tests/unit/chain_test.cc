@@ -85,8 +85,8 @@ TEST_CASE("a failed record is a kTransform error naming the alias, plugin, event
 }
 
 TEST_CASE("a plugin gets a record no transform has rewritten as the change event JSON") {
-  TransformChain chain = testing::OneTransform(TestPluginFile("test_transform"),
-                                               {{"action", "describe"}});
+  TransformChain chain =
+      testing::OneTransform(TestPluginFile("test_transform"), {{"action", "describe"}});
   const RowChange change = testing::OutboxChange();
   Record record = MakeSourceRecord(change, testing::TestContext());
   REQUIRE(record.change != nullptr);
@@ -100,11 +100,10 @@ TEST_CASE("a plugin gets a record no transform has rewritten as the change event
 }
 
 TEST_CASE("the event router after a plugin passes the already rendered record through") {
-  TransformChain chain =
-      MustBuild({{"transforms", "tag,outbox"},
-                 {"transforms.tag.type", TestPluginFile("test_transform")},
-                 {"transforms.tag.tag", "x"},
-                 {"transforms.outbox.type", kRouter}});
+  TransformChain chain = MustBuild({{"transforms", "tag,outbox"},
+                                    {"transforms.tag.type", TestPluginFile("test_transform")},
+                                    {"transforms.tag.tag", "x"},
+                                    {"transforms.outbox.type", kRouter}});
   const RowChange change = testing::OutboxChange();
   Record record = MakeSourceRecord(change, testing::TestContext());
   REQUIRE(chain.Apply(record).ok());
@@ -137,9 +136,10 @@ bool Tagged(TransformChain& chain, Record record) {
 }
 
 TEST_CASE("TopicNameMatches applies a transform to records whose whole topic matches") {
-  for (const char* type : {"org.apache.kafka.connect.transforms.predicates.TopicNameMatches",
-                           "TopicNameMatches"}) {
-    TransformChain chain = MustBuild(TagWhen(type, {{"pattern", R"(outbox\.event\.(Order|Invoice))"}}));
+  for (const char* type :
+       {"org.apache.kafka.connect.transforms.predicates.TopicNameMatches", "TopicNameMatches"}) {
+    TransformChain chain =
+        MustBuild(TagWhen(type, {{"pattern", R"(outbox\.event\.(Order|Invoice))"}}));
     Record order = testing::RoutedRecord();
     Record other = testing::RoutedRecord();
     other.topic = "outbox.event.Customer";
@@ -167,12 +167,13 @@ TEST_CASE("HasHeaderKey applies a transform to records with the header, null val
 }
 
 TEST_CASE("the built-in Filter with RecordIsTombstone drops tombstones only") {
-  TransformChain chain = MustBuild({{"transforms", "noTombstones"},
-                                    {"transforms.noTombstones.type", "Filter"},
-                                    {"transforms.noTombstones.predicate", "isTombstone"},
-                                    {"predicates", "isTombstone"},
-                                    {"predicates.isTombstone.type",
-                                     "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"}});
+  TransformChain chain =
+      MustBuild({{"transforms", "noTombstones"},
+                 {"transforms.noTombstones.type", "Filter"},
+                 {"transforms.noTombstones.predicate", "isTombstone"},
+                 {"predicates", "isTombstone"},
+                 {"predicates.isTombstone.type",
+                  "org.apache.kafka.connect.transforms.predicates.RecordIsTombstone"}});
   Record tombstone = testing::RoutedRecord();
   tombstone.value.reset();
   Record event = testing::RoutedRecord();
@@ -212,21 +213,26 @@ TEST_CASE("configuration mistakes are refused at start, naming the key") {
   };
   CHECK(Contains(BuildErrorText(tag({{"transforms.tag.predicate", "nope"}})),
                  "'transforms.tag.predicate' is 'nope', which 'predicates' does not name"));
-  CHECK(Contains(BuildErrorText(tag({{"transforms.tag.negate", "maybe"}, {"predicates", "p"},
+  CHECK(Contains(BuildErrorText(tag({{"transforms.tag.negate", "maybe"},
+                                     {"predicates", "p"},
                                      {"predicates.p.type", "RecordIsTombstone"},
                                      {"transforms.tag.predicate", "p"}})),
                  "'transforms.tag.negate' must be true or false"));
   CHECK(Contains(BuildErrorText(tag({{"predicates", "p"}, {"predicates.p.type", "IsFriday"}})),
                  "'predicates.p.type' is 'IsFriday', which is not a known predicate"));
-  CHECK(Contains(BuildErrorText(tag({{"predicates", "p"}, {"predicates.p.type", "TopicNameMatches"}})),
-                 "missing required key 'predicates.p.pattern'"));
-  CHECK(Contains(BuildErrorText(tag({{"predicates", "p"}, {"predicates.p.type", "TopicNameMatches"},
+  CHECK(Contains(
+      BuildErrorText(tag({{"predicates", "p"}, {"predicates.p.type", "TopicNameMatches"}})),
+      "missing required key 'predicates.p.pattern'"));
+  CHECK(Contains(BuildErrorText(tag({{"predicates", "p"},
+                                     {"predicates.p.type", "TopicNameMatches"},
                                      {"predicates.p.pattern", "(unclosed"}})),
                  "predicates.p.pattern"));
   CHECK(Contains(BuildErrorText(tag({{"predicates", "p"}, {"predicates.p.type", "HasHeaderKey"}})),
                  "missing required key 'predicates.p.name'"));
-  CHECK(Contains(BuildErrorText(tag({{"transforms", "tag,tag"}})), "'transforms' names 'tag' twice"));
-  CHECK(Contains(BuildErrorText({{"transforms", "x"}}), "missing required key 'transforms.x.type'"));
+  CHECK(
+      Contains(BuildErrorText(tag({{"transforms", "tag,tag"}})), "'transforms' names 'tag' twice"));
+  CHECK(
+      Contains(BuildErrorText({{"transforms", "x"}}), "missing required key 'transforms.x.type'"));
 }
 
 TEST_CASE("negate belongs to the chain with a predicate, and to the transform without one") {
@@ -241,7 +247,8 @@ TEST_CASE("negate belongs to the chain with a predicate, and to the transform wi
 }
 
 TEST_CASE("an unknown type names the built-ins and where plugins were looked for") {
-  const std::string no_path = BuildErrorText({{"transforms", "x"}, {"transforms.x.type", "RegexRouter"}});
+  const std::string no_path =
+      BuildErrorText({{"transforms", "x"}, {"transforms.x.type", "RegexRouter"}});
   CHECK_MESSAGE(Contains(no_path, "'transforms.x.type' is 'RegexRouter', which is not a built-in "
                                   "transform (io.debezium.transforms.outbox.EventRouter, "
                                   "io.debezium.connector.postgresql.transforms."
@@ -249,26 +256,25 @@ TEST_CASE("an unknown type names the built-ins and where plugins were looked for
                                   "org.apache.kafka.connect.transforms.Filter)"),
                 no_path);
   CHECK_MESSAGE(Contains(no_path, "'plugin.path' is not set"), no_path);
-  const std::string with_path =
-      BuildErrorText({{"transforms", "x"}, {"transforms.x.type", "RegexRouter"},
-                      {"plugin.path", "/nonexistent/a, /nonexistent/b"}});
+  const std::string with_path = BuildErrorText({{"transforms", "x"},
+                                                {"transforms.x.type", "RegexRouter"},
+                                                {"plugin.path", "/nonexistent/a, /nonexistent/b"}});
   CHECK_MESSAGE(Contains(with_path, "no file 'RegexRouter.so' in 'plugin.path' (/nonexistent/a, "
                                     "/nonexistent/b)"),
                 with_path);
 }
 
 TEST_CASE("plugin.path, predicates and every key handed to a plugin count as read") {
-  const Properties config = testing::Config(
-      {{"plugin.path", WALRELAY_TEST_PLUGIN_DIR},
-       {"transforms", "tag"},
-       {"transforms.tag.type", "test_transform"},
-       {"transforms.tag.tag", "x"},
-       {"transforms.tag.predicate", "p"},
-       {"predicates", "p,unused"},
-       {"predicates.p.type", "HasHeaderKey"},
-       {"predicates.p.name", "id"},
-       {"predicates.unused.type", "RecordIsTombstone"},
-       {"predicates.unused.typo", "x"}});
+  const Properties config = testing::Config({{"plugin.path", WALRELAY_TEST_PLUGIN_DIR},
+                                             {"transforms", "tag"},
+                                             {"transforms.tag.type", "test_transform"},
+                                             {"transforms.tag.tag", "x"},
+                                             {"transforms.tag.predicate", "p"},
+                                             {"predicates", "p,unused"},
+                                             {"predicates.p.type", "HasHeaderKey"},
+                                             {"predicates.p.name", "id"},
+                                             {"predicates.unused.type", "RecordIsTombstone"},
+                                             {"predicates.unused.typo", "x"}});
   auto chain = TransformChain::Build(config, testing::TestContext());
   REQUIRE_MESSAGE(chain.ok(), chain.status().ToString());
   CHECK(config.UnreadKeys() == std::vector<std::string>{"predicates.unused.typo"});

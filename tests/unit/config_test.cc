@@ -47,7 +47,8 @@ std::string Param(const RelaySettings& s, const std::string& key) {
 
 std::string Minimal(const std::string& extra) {
   return R"({"database.hostname":"h","database.user":"u","database.dbname":"d","topic.prefix":"p",)"
-         R"("kafka.bootstrap.servers":"b:1")" + extra + "}";
+         R"("kafka.bootstrap.servers":"b:1")" +
+         extra + "}";
 }
 
 }  // namespace
@@ -114,16 +115,17 @@ TEST_CASE("kafka.* overrides that weaken acknowledgements are refused, naming th
     CHECK_MESSAGE(s.status().message().find(c.key) != std::string::npos, s.status().message());
     CHECK(s.status().message().find("producer.durability.checks=false") != std::string::npos);
     // The acknowledgement key lets the same setting through.
-    auto accepted = Settings(Minimal(std::string(c.extra) + R"(,"producer.durability.checks":false)"));
+    auto accepted =
+        Settings(Minimal(std::string(c.extra) + R"(,"producer.durability.checks":false)"));
     CHECK_MESSAGE(accepted.ok(), accepted.status().ToString());
   }
   // Durable spellings, and a finite timeout where a timed-out record stops the relay.
-  for (const char* ok : {R"(,"kafka.acks":"all")", R"(,"kafka.acks":"-1")",
-                         R"(,"kafka.acks":" ALL ")", R"(,"kafka.enable.idempotence":"true")",
-                         R"(,"kafka.delivery.report.only.error":"false")",
-                         R"(,"kafka.message.timeout.ms":"30000")",
-                         R"(,"errors.tolerance":"all","kafka.message.timeout.ms":"0")",
-                         R"(,"errors.tolerance":"all","errors.retry.timeout":"60000")"}) {
+  for (const char* ok :
+       {R"(,"kafka.acks":"all")", R"(,"kafka.acks":"-1")", R"(,"kafka.acks":" ALL ")",
+        R"(,"kafka.enable.idempotence":"true")", R"(,"kafka.delivery.report.only.error":"false")",
+        R"(,"kafka.message.timeout.ms":"30000")",
+        R"(,"errors.tolerance":"all","kafka.message.timeout.ms":"0")",
+        R"(,"errors.tolerance":"all","errors.retry.timeout":"60000")"}) {
     auto s = Settings(Minimal(ok));
     CHECK_MESSAGE(s.ok(), ok << ": " << s.status().ToString());
   }
@@ -142,7 +144,8 @@ TEST_CASE("regex include lists disable the server-side table filter but still fi
   CHECK(s->PlainIncludedTables() == std::vector<std::string>{"audit.events"});
 }
 
-TEST_CASE("message.prefix lists: whole-prefix, case-insensitive regexes; every prefix by default; not both") {
+TEST_CASE("message.prefix lists: whole-prefix, case-insensitive regexes; every prefix by default; "
+          "not both") {
   auto all = Settings(Minimal(""));
   REQUIRE(all.ok());
   CHECK(all->IncludesMessagePrefix("anything"));
@@ -161,8 +164,8 @@ TEST_CASE("message.prefix lists: whole-prefix, case-insensitive regexes; every p
   CHECK_FALSE(exclude->IncludesMessagePrefix("audit-log"));
   CHECK(exclude->IncludesMessagePrefix("outbox"));
 
-  auto both = Settings(Minimal(
-      R"(,"message.prefix.include.list":"outbox","message.prefix.exclude.list":"audit")"));
+  auto both = Settings(
+      Minimal(R"(,"message.prefix.include.list":"outbox","message.prefix.exclude.list":"audit")"));
   REQUIRE_FALSE(both.ok());
   CHECK(both.status().code() == ErrorCode::kConfig);
   CHECK(both.status().message().find("'message.prefix.include.list' and "
@@ -300,12 +303,12 @@ TEST_CASE("secret keys are recognised and hidden") {
 }
 
 TEST_CASE("plugin and transform keys named like secrets are hidden, in any case") {
-  for (const char* k : {"transforms.sign.passphrase", "transforms.sign.key.passphrase",
-                        "transforms.vault.token", "transforms.vault.api.tokens",
-                        "transforms.vault.client_secret", "transforms.vault.secret.value",
-                        "transforms.aws.credentials", "transforms.gcp.credential.json",
-                        "predicates.auth.Token", "transforms.x.PassPhrase",
-                        "transforms.db.Password", "kafka.sasl.oauthbearer.client.secret"}) {
+  for (const char* k :
+       {"transforms.sign.passphrase", "transforms.sign.key.passphrase", "transforms.vault.token",
+        "transforms.vault.api.tokens", "transforms.vault.client_secret",
+        "transforms.vault.secret.value", "transforms.aws.credentials",
+        "transforms.gcp.credential.json", "predicates.auth.Token", "transforms.x.PassPhrase",
+        "transforms.db.Password", "kafka.sasl.oauthbearer.client.secret"}) {
     CHECK_MESSAGE(IsSecretKey(k), k);
     CHECK(DisplayValue(k, "v") == "[hidden]");
   }
@@ -339,13 +342,17 @@ TEST_CASE("values from ${env:} or ${file:} are remembered and hidden whatever th
 }
 
 TEST_CASE("a dead-letter topic name Kafka forbids is refused when the config is read") {
-  auto s = Settings(Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead letters")"));
+  auto s = Settings(
+      Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead letters")"));
   REQUIRE_FALSE(s.ok());
   CHECK(s.status().code() == ErrorCode::kConfig);
   CHECK_MESSAGE(s.status().message().find("'errors.deadletterqueue.topic.name': Kafka refuses the "
                                           "topic name 'dead letters'") == 0,
                 s.status().message());
-  CHECK(Settings(Minimal(R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead.letters")")).ok());
+  CHECK(Settings(
+            Minimal(
+                R"(,"errors.tolerance":"all","errors.deadletterqueue.topic.name":"dead.letters")"))
+            .ok());
 }
 
 TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into flight") {
@@ -353,10 +360,12 @@ TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into fli
   REQUIRE(defaults.ok());
   CHECK(defaults->kafka.at("queue.buffering.max.messages") == "100000");
   CHECK(defaults->kafka.at("queue.buffering.max.kbytes") == "1048576");
-  auto large = Settings(Minimal(R"(,"max.queue.size":"500000","max.queue.size.in.bytes":"2147483648")"));
+  auto large =
+      Settings(Minimal(R"(,"max.queue.size":"500000","max.queue.size.in.bytes":"2147483648")"));
   REQUIRE_MESSAGE(large.ok(), large.status().ToString());
   CHECK(large->kafka.at("queue.buffering.max.messages") == "500000");
-  CHECK(large->kafka.at("queue.buffering.max.kbytes") == std::to_string(2147483648 / 1024 * 2 + 1024));
+  CHECK(large->kafka.at("queue.buffering.max.kbytes") ==
+        std::to_string(2147483648 / 1024 * 2 + 1024));
   auto unbounded = Settings(Minimal(R"(,"max.queue.size.in.bytes":"0")"));
   REQUIRE(unbounded.ok());
   CHECK(unbounded->kafka.count("queue.buffering.max.kbytes") == 0);  // librdkafka's default
@@ -384,8 +393,8 @@ TEST_CASE("librdkafka's batches are half of max.queue.size.in.bytes, so none wai
 }
 
 TEST_CASE("exactly.once.support makes the producer transactional, with a bounded message timeout") {
-  auto required = Settings(
-      Minimal(R"(,"name":"orders","exactly.once.support":"required","offsets.storage.topic":"offs")"));
+  auto required = Settings(Minimal(
+      R"(,"name":"orders","exactly.once.support":"required","offsets.storage.topic":"offs")"));
   REQUIRE_MESSAGE(required.ok(), required.status().ToString());
   CHECK(required->exactly_once.support == ExactlyOnceSupport::kRequired);
   CHECK(required->kafka.at("transactional.id") == "walrelay-orders");
@@ -431,14 +440,14 @@ TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad va
     const char* extra;
     const char* key;
   };
-  for (const Bad& bad : {Bad{R"(,"exactly.once.support":"requested")", "offsets.storage.topic"},
-                         Bad{R"(,"transaction.boundary":"poll")", "transaction.boundary"},
-                         Bad{R"(,"transaction.boundary.interval.ms":"0")",
-                             "transaction.boundary.interval.ms"},
-                         Bad{R"(,"offsets.storage.replication.factor":"0")",
-                             "offsets.storage.replication.factor"}}) {
-    const std::string extra = std::string(bad.extra).starts_with(R"(,"exactly)") ? bad.extra
-                                                                                    : on + bad.extra;
+  for (const Bad& bad :
+       {Bad{R"(,"exactly.once.support":"requested")", "offsets.storage.topic"},
+        Bad{R"(,"transaction.boundary":"poll")", "transaction.boundary"},
+        Bad{R"(,"transaction.boundary.interval.ms":"0")", "transaction.boundary.interval.ms"},
+        Bad{R"(,"offsets.storage.replication.factor":"0")",
+            "offsets.storage.replication.factor"}}) {
+    const std::string extra =
+        std::string(bad.extra).starts_with(R"(,"exactly)") ? bad.extra : on + bad.extra;
     auto refused = Settings(Minimal(extra));
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.status().code() == ErrorCode::kConfig);
@@ -462,7 +471,8 @@ TEST_CASE("several hosts: libpq's multi-host form, the first primary taken by de
   CHECK(Param(*one_port, "host") == "db-a,db-b");
   CHECK(Param(*one_port, "port") == "5432");
   CHECK(Param(*one_port, "target_session_attrs") == "read-write");
-  auto per_host = multi(R"(,"database.port":"5433, 5434","database.target.session.attrs":"primary")");
+  auto per_host =
+      multi(R"(,"database.port":"5433, 5434","database.target.session.attrs":"primary")");
   REQUIRE_MESSAGE(per_host.ok(), per_host.status().ToString());
   CHECK(Param(*per_host, "port") == "5433,5434");
   CHECK(Param(*per_host, "target_session_attrs") == "primary");

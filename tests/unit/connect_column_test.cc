@@ -77,10 +77,11 @@ TEST_CASE("unconstrained numeric: VariableScaleDecimal without trailing zeros, N
   CHECK(Json(Col("numeric", "12345678901234567890.123456789", ValueKind::kNumber), m) ==
         R"({"scale":9,"value":"J+QbMka+ybFuOYEV"})");
   CHECK(Json(Col("numeric", "NaN"), m) == "null");
-  CHECK(ColumnSchemaJson(Col("numeric", "1"), m) ==
-        R"({"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},)"
-        R"({"type":"bytes","optional":false,"field":"value"}],"optional":true,)"
-        R"("name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"})");
+  CHECK(
+      ColumnSchemaJson(Col("numeric", "1"), m) ==
+      R"({"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},)"
+      R"({"type":"bytes","optional":false,"field":"value"}],"optional":true,)"
+      R"("name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal"})");
   CHECK(Json(Col("numeric", "NaN"), kDouble) == "\"NaN\"");
   CHECK(Json(Col("numeric", "12345678901234567890.123456789", ValueKind::kNumber), kDouble) ==
         "1.2345678901234567E19");
@@ -151,8 +152,9 @@ TEST_CASE("date, time and timestamp under time.precision.mode") {
   CHECK(Json(Col("date", "infinity"), kIso) == "\"-5877611-06-21Z\"");
   CHECK(ColumnSchemaJson(date, kDefaults) ==
         R"({"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1})");
-  CHECK(ColumnSchemaJson(date, kString) ==
-        R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1})");
+  CHECK(
+      ColumnSchemaJson(date, kString) ==
+      R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1})");
   CHECK(ColumnSchemaJson(date, kIso) ==
         R"({"type":"string","optional":true,"name":"io.debezium.time.IsoDate","version":1})");
 
@@ -171,8 +173,9 @@ TEST_CASE("date, time and timestamp under time.precision.mode") {
         R"({"type":"int32","optional":true,"name":"io.debezium.time.Time","version":1})");
   CHECK(ColumnSchemaJson(time3, kDouble) ==
         R"({"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1})");
-  CHECK(ColumnSchemaJson(time, kString) ==
-        R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1})");
+  CHECK(
+      ColumnSchemaJson(time, kString) ==
+      R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1})");
 
   const Column ts = Col("timestamp without time zone", "2024-02-29 12:34:56.789");
   CHECK(Json(ts, kDefaults) == "1709210096789000");
@@ -192,8 +195,9 @@ TEST_CASE("date, time and timestamp under time.precision.mode") {
         R"({"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1})");
   CHECK(ColumnSchemaJson(Col("timestamp(3) without time zone", ""), kDefaults) ==
         R"({"type":"int64","optional":true,"name":"io.debezium.time.Timestamp","version":1})");
-  CHECK(ColumnSchemaJson(ts, kString) ==
-        R"({"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1})");
+  CHECK(
+      ColumnSchemaJson(ts, kString) ==
+      R"({"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1})");
   CHECK(ColumnSchemaJson(ts, kIso) ==
         R"({"type":"string","optional":true,"name":"io.debezium.time.IsoTimestamp","version":1})");
 }
@@ -213,12 +217,14 @@ TEST_CASE("timestamptz, timetz and interval in every time mode") {
     CHECK(Json(Col("time with time zone", "00:00:00-08"), m) == "\"08:00:00Z\"");
     CHECK(Json(Col("interval", "1 year 2 mons 3 days 04:05:06.789"), m) == "37091106789000");
     CHECK(Json(Col("interval", "-1 days -00:00:01"), m) == "-86401000000");
-    CHECK(ColumnSchemaJson(Col("timestamp with time zone", ""), m) ==
-          R"({"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1})");
+    CHECK(
+        ColumnSchemaJson(Col("timestamp with time zone", ""), m) ==
+        R"({"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1})");
     CHECK(ColumnSchemaJson(Col("time with time zone", ""), m) ==
           R"({"type":"string","optional":true,"name":"io.debezium.time.ZonedTime","version":1})");
-    CHECK(ColumnSchemaJson(Col("interval", ""), m) ==
-          R"({"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1})");
+    CHECK(
+        ColumnSchemaJson(Col("interval", ""), m) ==
+        R"({"type":"int64","optional":true,"name":"io.debezium.time.MicroDuration","version":1})");
   }
 }
 
@@ -250,8 +256,8 @@ TEST_CASE("types no mode governs: schemas, optional, arrays") {
 }
 
 TEST_CASE("ColumnConnectValue gives the Connect type and the value's bytes") {
-  auto ts = ColumnConnectValue(Col("timestamp without time zone", "2024-02-29 12:34:56.789"),
-                               kDefaults);
+  auto ts =
+      ColumnConnectValue(Col("timestamp without time zone", "2024-02-29 12:34:56.789"), kDefaults);
   REQUIRE(ts.ok());
   CHECK(ts->shape.type == ConnectType::kInt64);
   CHECK(*ts->bytes == "1709210096789000");
@@ -278,15 +284,18 @@ TEST_CASE("ReadColumnModes: absent is native unless schemas are written; unknown
   CHECK(schemas->decimal == DecimalMode::kPrecise);
   CHECK(schemas->time == TimeMode::kAdaptive);
   CHECK(schemas->binary == BinaryMode::kBytes);
-  auto named = ReadColumnModes(Properties(std::map<std::string, std::string>{{"decimal.handling.mode", "STRING"},
-                                           {"time.precision.mode", "isostring"},
-                                           {"binary.handling.mode", "base64-url-safe"}}),
-                               false);
+  auto named = ReadColumnModes(
+      Properties(std::map<std::string, std::string>{{"decimal.handling.mode", "STRING"},
+                                                    {"time.precision.mode", "isostring"},
+                                                    {"binary.handling.mode", "base64-url-safe"}}),
+      false);
   REQUIRE(named.ok());
   CHECK(named->decimal == DecimalMode::kString);
   CHECK(named->time == TimeMode::kIsoString);
   CHECK(named->binary == BinaryMode::kBase64UrlSafe);
-  auto bad = ReadColumnModes(Properties(std::map<std::string, std::string>{{"time.precision.mode", "nanoseconds"}}), false);
+  auto bad = ReadColumnModes(
+      Properties(std::map<std::string, std::string>{{"time.precision.mode", "nanoseconds"}}),
+      false);
   REQUIRE(!bad.ok());
   CHECK(bad.status().message().find("time.precision.mode") != std::string::npos);
 }
@@ -302,8 +311,10 @@ namespace {
 // prefix itest) for public.typed (id integer PRIMARY KEY, b bigint, s smallint, n
 // numeric(10,2), nn numeric, r real, d double precision, flag boolean, t text, vc varchar(20),
 // ch char(3), bin bytea, j json, jb jsonb, u uuid, ts timestamp, tstz timestamptz, dt date).
-constexpr char kDebeziumEnvelopeSchema[] = R"({"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"b"},{"type":"int16","optional":true,"field":"s"},{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"n"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"nn"},{"type":"float","optional":true,"field":"r"},{"type":"double","optional":true,"field":"d"},{"type":"boolean","optional":true,"field":"flag"},{"type":"string","optional":true,"field":"t"},{"type":"string","optional":true,"field":"vc"},{"type":"string","optional":true,"field":"ch"},{"type":"bytes","optional":true,"field":"bin"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"j"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"jb"},{"type":"string","optional":true,"name":"io.debezium.data.Uuid","version":1,"field":"u"},{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"ts"},{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"tstz"},{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1,"field":"dt"}],"optional":true,"name":"itest.public.typed.Value","field":"before"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"b"},{"type":"int16","optional":true,"field":"s"},{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"n"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"nn"},{"type":"float","optional":true,"field":"r"},{"type":"double","optional":true,"field":"d"},{"type":"boolean","optional":true,"field":"flag"},{"type":"string","optional":true,"field":"t"},{"type":"string","optional":true,"field":"vc"},{"type":"string","optional":true,"field":"ch"},{"type":"bytes","optional":true,"field":"bin"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"j"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"jb"},{"type":"string","optional":true,"name":"io.debezium.data.Uuid","version":1,"field":"u"},{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"ts"},{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"tstz"},{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1,"field":"dt"}],"optional":true,"name":"itest.public.typed.Value","field":"after"},{"type":"struct","fields":[{"type":"string","optional":false,"field":"version"},{"type":"string","optional":false,"field":"connector"},{"type":"string","optional":false,"field":"name"},{"type":"int64","optional":false,"field":"ts_ms"},{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"},{"type":"string","optional":false,"field":"db"},{"type":"string","optional":true,"field":"sequence"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"},{"type":"string","optional":false,"field":"schema"},{"type":"string","optional":false,"field":"table"},{"type":"int64","optional":true,"field":"txId"},{"type":"int64","optional":true,"field":"lsn"},{"type":"int64","optional":true,"field":"xmin"},{"type":"string","optional":true,"field":"origin"},{"type":"int64","optional":true,"field":"origin_lsn"}],"optional":false,"name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"},{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"},{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"}],"optional":false,"name":"itest.public.typed.Envelope","version":2})";
-constexpr char kDebeziumKeySchema[] = R"({"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"itest.public.typed.Key"})";
+constexpr char kDebeziumEnvelopeSchema[] =
+    R"({"type":"struct","fields":[{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"b"},{"type":"int16","optional":true,"field":"s"},{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"n"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"nn"},{"type":"float","optional":true,"field":"r"},{"type":"double","optional":true,"field":"d"},{"type":"boolean","optional":true,"field":"flag"},{"type":"string","optional":true,"field":"t"},{"type":"string","optional":true,"field":"vc"},{"type":"string","optional":true,"field":"ch"},{"type":"bytes","optional":true,"field":"bin"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"j"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"jb"},{"type":"string","optional":true,"name":"io.debezium.data.Uuid","version":1,"field":"u"},{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"ts"},{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"tstz"},{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1,"field":"dt"}],"optional":true,"name":"itest.public.typed.Value","field":"before"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"int64","optional":true,"field":"b"},{"type":"int16","optional":true,"field":"s"},{"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"2","connect.decimal.precision":"10"},"field":"n"},{"type":"struct","fields":[{"type":"int32","optional":false,"field":"scale"},{"type":"bytes","optional":false,"field":"value"}],"optional":true,"name":"io.debezium.data.VariableScaleDecimal","version":1,"doc":"Variable scaled decimal","field":"nn"},{"type":"float","optional":true,"field":"r"},{"type":"double","optional":true,"field":"d"},{"type":"boolean","optional":true,"field":"flag"},{"type":"string","optional":true,"field":"t"},{"type":"string","optional":true,"field":"vc"},{"type":"string","optional":true,"field":"ch"},{"type":"bytes","optional":true,"field":"bin"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"j"},{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"jb"},{"type":"string","optional":true,"name":"io.debezium.data.Uuid","version":1,"field":"u"},{"type":"int64","optional":true,"name":"io.debezium.time.MicroTimestamp","version":1,"field":"ts"},{"type":"string","optional":true,"name":"io.debezium.time.ZonedTimestamp","version":1,"field":"tstz"},{"type":"int32","optional":true,"name":"io.debezium.time.Date","version":1,"field":"dt"}],"optional":true,"name":"itest.public.typed.Value","field":"after"},{"type":"struct","fields":[{"type":"string","optional":false,"field":"version"},{"type":"string","optional":false,"field":"connector"},{"type":"string","optional":false,"field":"name"},{"type":"int64","optional":false,"field":"ts_ms"},{"type":"string","optional":true,"name":"io.debezium.data.Enum","version":1,"parameters":{"allowed":"true,first,first_in_data_collection,last_in_data_collection,last,false,incremental"},"default":"false","field":"snapshot"},{"type":"string","optional":false,"field":"db"},{"type":"string","optional":true,"field":"sequence"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"},{"type":"string","optional":false,"field":"schema"},{"type":"string","optional":false,"field":"table"},{"type":"int64","optional":true,"field":"txId"},{"type":"int64","optional":true,"field":"lsn"},{"type":"int64","optional":true,"field":"xmin"},{"type":"string","optional":true,"field":"origin"},{"type":"int64","optional":true,"field":"origin_lsn"}],"optional":false,"name":"io.debezium.connector.postgresql.Source","version":1,"field":"source"},{"type":"struct","fields":[{"type":"string","optional":false,"field":"id"},{"type":"int64","optional":false,"field":"total_order"},{"type":"int64","optional":false,"field":"data_collection_order"}],"optional":true,"name":"event.block","version":1,"field":"transaction"},{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"},{"type":"int64","optional":true,"field":"ts_us"},{"type":"int64","optional":true,"field":"ts_ns"}],"optional":false,"name":"itest.public.typed.Envelope","version":2})";
+constexpr char kDebeziumKeySchema[] =
+    R"({"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"itest.public.typed.Key"})";
 
 TEST_CASE("the change event's Connect schema is Debezium's, byte for byte") {
   RowChange row;
@@ -312,11 +323,24 @@ TEST_CASE("the change event's Connect schema is Debezium's, byte for byte") {
   row.table = "typed";
   row.primary_key = {"id"};
   const std::vector<std::pair<std::string, std::string>> columns = {
-      {"id", "integer"}, {"b", "bigint"}, {"s", "smallint"}, {"n", "numeric(10,2)"},
-      {"nn", "numeric"}, {"r", "real"}, {"d", "double precision"}, {"flag", "boolean"},
-      {"t", "text"}, {"vc", "character varying(20)"}, {"ch", "character(3)"}, {"bin", "bytea"},
-      {"j", "json"}, {"jb", "jsonb"}, {"u", "uuid"}, {"ts", "timestamp without time zone"},
-      {"tstz", "timestamp with time zone"}, {"dt", "date"}};
+      {"id", "integer"},
+      {"b", "bigint"},
+      {"s", "smallint"},
+      {"n", "numeric(10,2)"},
+      {"nn", "numeric"},
+      {"r", "real"},
+      {"d", "double precision"},
+      {"flag", "boolean"},
+      {"t", "text"},
+      {"vc", "character varying(20)"},
+      {"ch", "character(3)"},
+      {"bin", "bytea"},
+      {"j", "json"},
+      {"jb", "jsonb"},
+      {"u", "uuid"},
+      {"ts", "timestamp without time zone"},
+      {"tstz", "timestamp with time zone"},
+      {"dt", "date"}};
   for (const auto& [name, type] : columns) {
     Column c;
     c.name = name;

@@ -15,7 +15,8 @@ Status Classify(const std::string& verbose, bool needs_password = false) {
 
 }  // namespace
 
-TEST_CASE("the server's SQLSTATE and the text without details are read from libpq's verbose error") {
+TEST_CASE(
+    "the server's SQLSTATE and the text without details are read from libpq's verbose error") {
   const ConnectFailure f = ParseVerboseConnectError(
       "connection to server at \"127.0.0.1\", port 5432 failed: FATAL:  28P01: password "
       "authentication failed for user \"relay\"\nLOCATION:  auth_failed, auth.c:326\n");

@@ -26,7 +26,8 @@ const ConnectShape kDecimal{
     R"({"type":"bytes","optional":true,"name":"org.apache.kafka.connect.data.Decimal","version":1,"parameters":{"scale":"3","connect.decimal.precision":"12"}})"};
 const ConnectShape kNoSchema{ConnectType::kString, ""};
 
-std::unique_ptr<Converter> Make(const std::string& class_name, std::map<std::string, std::string> keys = {}) {
+std::unique_ptr<Converter> Make(const std::string& class_name,
+                                std::map<std::string, std::string> keys = {}) {
   Properties props(std::move(keys));
   auto made = MakeConverter(class_name, "value.converter", props.Scoped("value.converter."));
   REQUIRE_MESSAGE(made.ok(), made.status().ToString());
@@ -74,7 +75,8 @@ TEST_CASE("JsonConverter: schemas on and off, nulls with and without a schema") 
   CHECK(on->WritesSchemas());
   CHECK_FALSE(off->WritesSchemas());
   CHECK(*Convert(*off, kString, "a\"b") == "\"a\\\"b\"");
-  CHECK(*Convert(*on, kString, "x") == R"({"schema":{"type":"string","optional":false},"payload":"x"})");
+  CHECK(*Convert(*on, kString, "x") ==
+        R"({"schema":{"type":"string","optional":false},"payload":"x"})");
   CHECK(*Convert(*off, kBytes, std::string("\x00\xff\x10", 3)) == "\"AP8Q\"");
   CHECK(*Convert(*off, kInt64, "9007199254740993") == "9007199254740993");
   CHECK(*Convert(*off, kDouble, "1e20") == "1.0E20");
@@ -165,21 +167,23 @@ TEST_CASE("Converters: absent keys keep walrelay's bytes; an unknown class names
   CHECK(!native->Apply(same));
   CHECK(same.value == r.value);
 
-  auto unknown = Converters::Build(Properties(Keys{{"value.converter", "io.confluent.connect.avro.AvroConverter"}}));
+  auto unknown = Converters::Build(
+      Properties(Keys{{"value.converter", "io.confluent.connect.avro.AvroConverter"}}));
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.status().code() == ErrorCode::kConfig);
   CHECK(unknown.status().message().find("'value.converter'") != std::string::npos);
 
   auto json = Converters::Build(Properties(Keys{{"value.converter", kJsonConverterClass},
-                                            {"value.converter.schemas.enable", "false"},
-                                            {"header.converter", kJsonConverterClass}}));
+                                                {"value.converter.schemas.enable", "false"},
+                                                {"header.converter", kJsonConverterClass}}));
   REQUIRE(json.ok());
   CHECK(json->WritesSchemas());  // the header converter writes schemas
   Record converted = r;
   CHECK(!json->Apply(converted));
   CHECK(converted.key == "k");  // no key.converter: walrelay's bytes
   CHECK(*converted.value == "{\"a\":\"\\uD83D\\uDE00\"}");
-  CHECK(*converted.headers[0].value == R"({"schema":{"type":"string","optional":false},"payload":"1"})");
+  CHECK(*converted.headers[0].value ==
+        R"({"schema":{"type":"string","optional":false},"payload":"1"})");
 
   auto bytes = Converters::Build(Properties(Keys{{"value.converter", kByteArrayConverterClass}}));
   REQUIRE(bytes.ok());
@@ -213,9 +217,15 @@ TEST_CASE("StringConverter passes bytes without a schema (a plugin's value) as t
 }
 
 TEST_CASE("Connect's Date, Time and Timestamp: Values' ISO text and Date.toString, in UTC") {
-  const ConnectShape date{ConnectType::kInt32, R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1})"};
-  const ConnectShape time{ConnectType::kInt32, R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1})"};
-  const ConnectShape ts{ConnectType::kInt64, R"({"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1})"};
+  const ConnectShape date{
+      ConnectType::kInt32,
+      R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Date","version":1})"};
+  const ConnectShape time{
+      ConnectType::kInt32,
+      R"({"type":"int32","optional":true,"name":"org.apache.kafka.connect.data.Time","version":1})"};
+  const ConnectShape ts{
+      ConnectType::kInt64,
+      R"({"type":"int64","optional":true,"name":"org.apache.kafka.connect.data.Timestamp","version":1})"};
   auto header = Make(kSimpleHeaderConverterClass);
   auto string = Make(kStringConverterClass);
   auto json = Make(kJsonConverterClass, {{"value.converter.schemas.enable", "false"}});

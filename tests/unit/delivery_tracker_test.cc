@@ -105,7 +105,8 @@ TEST_CASE("unknown and repeated tickets are ignored") {
   CHECK(t.confirmable() == Lsn(2));
 }
 
-TEST_CASE("behind a stuck record, settled entries collapse: the ledger stays O(records in flight)") {
+TEST_CASE(
+    "behind a stuck record, settled entries collapse: the ledger stays O(records in flight)") {
   DeliveryTracker t(Lsn(1));
   t.BeginTransaction();
   const auto stuck = t.AddRecord(Lsn(10), 5, "public.outbox");
@@ -195,7 +196,8 @@ TEST_CASE("collapsing never passes a failed record") {
   CHECK(t.failure()->lsn == Lsn(10));
 }
 
-TEST_CASE("a transaction replayed after a reconnect with lower commit LSNs does not move confirmable back") {
+TEST_CASE("a transaction replayed after a reconnect with lower commit LSNs does not move "
+          "confirmable back") {
   DeliveryTracker t;
   t.BeginTransaction();
   const auto stuck = t.AddRecord(Lsn(10), 1);
@@ -220,7 +222,7 @@ TEST_CASE("after a re-base no commit position learnt before is confirmable") {
   t.CommitTransaction(Lsn(200));
   t.BeginTransaction();
   const auto open = t.AddRecord(Lsn(210), 10);  // its transaction was open when the stream broke
-  t.Rebase(Lsn(150));          // the slot on the new server is at 150
+  t.Rebase(Lsn(150));                           // the slot on the new server is at 150
   CHECK(t.confirmable() == Lsn(150));
   CHECK_FALSE(t.transaction_open());
   t.Acknowledge(a);  // still tracked for its acknowledgement ...

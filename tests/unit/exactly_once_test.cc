@@ -371,7 +371,7 @@ TEST_CASE("exactly once: a stream that ends between source transactions commits,
   Harness h(kLongInterval);
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
-  CHECK(h.txn->offsets.empty());  // the interval has not passed
+  CHECK(h.txn->offsets.empty());          // the interval has not passed
   REQUIRE(h.pipeline->EndStream().ok());  // whole source transactions: committed
   CHECK(h.txn->commits == 1);
   REQUIRE(h.AckAll().ok());

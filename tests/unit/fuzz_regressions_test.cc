@@ -87,9 +87,9 @@ TEST_CASE("deeply nested JSON is an error, not a stack overflow") {
 // error naming the key; ordinary bounds, `\0`, classes and escaped braces are unaffected.
 TEST_CASE("an oversized number in a configured regex is a config error, not an overflow") {
   const std::string digits(39, '5');
-  const std::vector<std::string> oversized = {"public\\" + digits + ".outbox",
-                                              "public.outbox_x{" + digits + "}",
-                                              "public.outbox_x{1," + digits + "}", "public.x{10000}"};
+  const std::vector<std::string> oversized = {
+      "public\\" + digits + ".outbox", "public.outbox_x{" + digits + "}",
+      "public.outbox_x{1," + digits + "}", "public.x{10000}"};
   for (const std::string& entry : oversized) {
     CAPTURE(entry);
     const Status checked = CheckRegexNumbers(entry, "table.include.list");
@@ -106,9 +106,12 @@ TEST_CASE("an oversized number in a configured regex is a config error, not an o
     REQUIRE_FALSE(settings.ok());
     CHECK(settings.status().message().find("table.include.list") != std::string::npos);
   }
-  const std::vector<std::string> accepted = {"public.outbox",           "public.x{2,9999}",
-                                             "public.x\\0" + digits,    "public.[{" + digits + "}]",
-                                             "public.x\\{" + digits + "\\}", "(a)\\1",
+  const std::vector<std::string> accepted = {"public.outbox",
+                                             "public.x{2,9999}",
+                                             "public.x\\0" + digits,
+                                             "public.[{" + digits + "}]",
+                                             "public.x\\{" + digits + "\\}",
+                                             "(a)\\1",
                                              "public.x\\c{" + digits};
   for (const std::string& fine : accepted) {
     CAPTURE(fine);

@@ -160,7 +160,8 @@ TEST_CASE("decoded message content: members become typed columns in order") {
         R"({"type":"bytes","optional":true})");
 }
 
-TEST_CASE("content that is not a JSON object is an error naming the prefix and LSN, not the content") {
+TEST_CASE(
+    "content that is not a JSON object is an error naming the prefix and LSN, not the content") {
   for (const char* content : {"", "[1, 2]", "\"text\"", "42", "{\"a\": 1", "{\"a\": 1} {}",
                               "not json", "{\"secret\": tru}", "\xff\xfe"}) {
     INFO(content);
@@ -207,16 +208,20 @@ TEST_CASE("decode + EventRouter: a message gives the record an outbox row gives"
     CheckSameRecord(from_row, Through(message_chain, MakeSourceRecord(row, kContext)));
   };
   SUBCASE("payload only") { check({}); }
-  SUBCASE("expanded JSON payload") { check({{"transforms.outbox.table.expand.json.payload", "true"}}); }
+  SUBCASE("expanded JSON payload") {
+    check({{"transforms.outbox.table.expand.json.payload", "true"}});
+  }
   SUBCASE("envelope with a header, an envelope field and a partition") {
     check({{"transforms.outbox.table.fields.additional.placement",
             "type:header:eventType,type:envelope:eventType,tenant:partition"}});
   }
 }
 
-TEST_CASE("without the decode transform a message passes the EventRouter as Debezium's message event") {
-  TransformChain chain = Chain({{"transforms", "outbox"},
-                                {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"}});
+TEST_CASE(
+    "without the decode transform a message passes the EventRouter as Debezium's message event") {
+  TransformChain chain =
+      Chain({{"transforms", "outbox"},
+             {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"}});
   const LogicalMessage message = Message(kContent);
   const Record raw = MakeMessageRecord(message, kXid, kCommitMs, kContext, 5);
   const Record out = Through(chain, raw);
@@ -225,10 +230,10 @@ TEST_CASE("without the decode transform a message passes the EventRouter as Debe
 }
 
 TEST_CASE("decode transform: a content error fails the record and names the alias") {
-  TransformChain chain = Chain(
-      {{"transforms", "decode,outbox"},
-       {"transforms.decode.type", "DecodeLogicalDecodingMessageContent"},
-       {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"}});
+  TransformChain chain =
+      Chain({{"transforms", "decode,outbox"},
+             {"transforms.decode.type", "DecodeLogicalDecodingMessageContent"},
+             {"transforms.outbox.type", "io.debezium.transforms.outbox.EventRouter"}});
   const LogicalMessage message = Message("[\"not\", \"an object\"]");
   Record record = MakeMessageRecord(message, kXid, kCommitMs, kContext, 0);
   auto outcome = chain.Apply(record);
@@ -237,7 +242,8 @@ TEST_CASE("decode transform: a content error fails the record and names the alia
   CHECK(outcome.status().message().find("prefix 'outbox'") != std::string::npos);
 
   // A message whose content lacks the event id fails in the router, which names the message.
-  const LogicalMessage no_id = Message(R"({"aggregatetype": "Order", "aggregateid": "1", "payload": "x"})");
+  const LogicalMessage no_id =
+      Message(R"({"aggregatetype": "Order", "aggregateid": "1", "payload": "x"})");
   Record second = MakeMessageRecord(no_id, kXid, kCommitMs, kContext, 0);
   auto routed = chain.Apply(second);
   REQUIRE_FALSE(routed.ok());

@@ -961,7 +961,8 @@ TEST_CASE("router: records carry the Connect shapes of key, value and headers") 
   CHECK(r.headers[0].shape.schema_json.find("io.debezium.data.Uuid") != std::string::npos);
   REQUIRE(r.headers.size() == 2);
   CHECK(r.headers[1].shape.type == ConnectType::kBytes);
-  CHECK(r.headers[1].shape.schema_json.find("org.apache.kafka.connect.data.Decimal") != std::string::npos);
+  CHECK(r.headers[1].shape.schema_json.find("org.apache.kafka.connect.data.Decimal") !=
+        std::string::npos);
   CHECK(r.headers[1].value == std::string("\x04\xe2", 2));  // 1250, scale 2
 
   // The envelope: Debezium's schema name with the route value, and the version column.
@@ -969,10 +970,11 @@ TEST_CASE("router: records carry the Connect shapes of key, value and headers") 
                         {"table.field.event.schema.version", "version"}});
   Record e = Routed(*envelope, row);
   CHECK(e.value_shape.type == ConnectType::kStruct);
-  CHECK(e.value_shape.schema_json ==
-        R"({"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},)"
-        R"({"type":"string","optional":true,"field":"eventType"}],"optional":false,)"
-        R"("name":"walrelay.public.outbox.Order.Value","version":3})");
+  CHECK(
+      e.value_shape.schema_json ==
+      R"({"type":"struct","fields":[{"type":"string","optional":true,"name":"io.debezium.data.Json","version":1,"field":"payload"},)"
+      R"({"type":"string","optional":true,"field":"eventType"}],"optional":false,)"
+      R"("name":"walrelay.public.outbox.Order.Value","version":3})");
 
   // A tombstone has no schema; a NULL payload keeps its column's.
   auto tombstones = make({{"route.tombstone.on.empty.payload", "true"}});

@@ -82,8 +82,9 @@ CatalogLookups CapturedCatalog() {
     }
   }
   CatalogLookups catalog;
-  catalog.table_columns = [columns](std::string_view schema, std::string_view table)
-      -> std::optional<std::vector<CatalogColumn>> {
+  catalog.table_columns = [columns](
+                              std::string_view schema,
+                              std::string_view table) -> std::optional<std::vector<CatalogColumn>> {
     auto it = columns->find(std::string(schema) + "." + std::string(table));
     if (it == columns->end()) return std::nullopt;
     return it->second;
@@ -140,8 +141,7 @@ std::string Describe(const std::vector<Column>& columns) {
   for (const auto& c : columns) {
     const std::string text = c.is_null() ? "" : c.text;
     out += c.name + ":" + c.type + ":" + std::to_string(static_cast<int>(c.kind)) + ":" +
-           text.substr(0, 80) + (text.size() > 80 ? "…" + std::to_string(text.size()) : "") +
-           " | ";
+           text.substr(0, 80) + (text.size() > 80 ? "…" + std::to_string(text.size()) : "") + " | ";
   }
   return out;
 }
@@ -153,9 +153,7 @@ std::vector<std::string> Events(const std::vector<DecodedMessage>& messages) {
   bool txn_has_events = false;
   for (const auto& m : messages) {
     switch (m.kind) {
-      case MessageKind::kBegin:
-        txn_has_events = false;
-        break;
+      case MessageKind::kBegin: txn_has_events = false; break;
       case MessageKind::kCommit:
         if (txn_has_events)
           out.push_back("commit xid=" + std::to_string(m.commit.xid) +
@@ -164,9 +162,9 @@ std::vector<std::string> Events(const std::vector<DecodedMessage>& messages) {
         break;
       case MessageKind::kMessage:
         txn_has_events = txn_has_events || m.message.transactional;
-        out.push_back("message lsn=" + m.message.lsn.ToString() + " tx=" +
-                      std::to_string(m.message.transactional) + " prefix=" + m.message.prefix +
-                      " content=" + m.message.content);
+        out.push_back("message lsn=" + m.message.lsn.ToString() +
+                      " tx=" + std::to_string(m.message.transactional) +
+                      " prefix=" + m.message.prefix + " content=" + m.message.content);
         break;
       case MessageKind::kChange:
       case MessageKind::kExcludedChange: {
@@ -231,13 +229,27 @@ TEST_CASE("pgoutput: column types render as wal2json prints them, values as it m
   REQUIRE(wide.size() >= 4);
   const auto& row = wide[0]->columns;
   const std::map<std::string, std::string> types = {
-      {"n2", "numeric(30,10)"}, {"n3", "numeric(10,2)"}, {"vc255", "character varying(255)"},
-      {"vcn", "character varying"}, {"ch", "character(5)"}, {"ch1", "character(1)"},
-      {"ts", "timestamp without time zone"}, {"ts3", "timestamp(3) without time zone"},
-      {"tstz0", "timestamp(0) with time zone"}, {"tm2", "time(2) without time zone"},
-      {"tmtz", "time with time zone"}, {"ia", "integer[]"}, {"vca", "character varying(8)[]"},
-      {"na", "numeric(5,1)[]"}, {"bits", "bit(4)"}, {"vbits", "bit varying(8)"},
-      {"e", "mood"}, {"ea", "mood[]"}, {"c", "char"}, {"u", "uuid"}, {"jb", "jsonb"},
+      {"n2", "numeric(30,10)"},
+      {"n3", "numeric(10,2)"},
+      {"vc255", "character varying(255)"},
+      {"vcn", "character varying"},
+      {"ch", "character(5)"},
+      {"ch1", "character(1)"},
+      {"ts", "timestamp without time zone"},
+      {"ts3", "timestamp(3) without time zone"},
+      {"tstz0", "timestamp(0) with time zone"},
+      {"tm2", "time(2) without time zone"},
+      {"tmtz", "time with time zone"},
+      {"ia", "integer[]"},
+      {"vca", "character varying(8)[]"},
+      {"na", "numeric(5,1)[]"},
+      {"bits", "bit(4)"},
+      {"vbits", "bit varying(8)"},
+      {"e", "mood"},
+      {"ea", "mood[]"},
+      {"c", "char"},
+      {"u", "uuid"},
+      {"jb", "jsonb"},
       // Without a catalog lookup a domain carries its base type's name (pgoutput's Type
       // message names the base type).
       {"dom", "integer"}};
@@ -564,8 +576,10 @@ TEST_CASE("decoder seam: MakeDecoder by plugin name, and each plugin's START_REP
 
   // Through the seam a wal2json message is one DecodedMessage.
   Decoder& decoder = **w;
-  REQUIRE(decoder.Decode(R"({"action":"B","xid":7,"timestamp":"2026-11-21 18:21:35.670578+00"})",
-                         Lsn(0x20)).ok());
+  REQUIRE(decoder
+              .Decode(R"({"action":"B","xid":7,"timestamp":"2026-11-21 18:21:35.670578+00"})",
+                      Lsn(0x20))
+              .ok());
   const DecodedMessage* begin = decoder.Next();
   REQUIRE(begin != nullptr);
   CHECK(begin->kind == MessageKind::kBegin);
@@ -614,8 +628,10 @@ TEST_CASE("pgoutput: a Type message sent again renames the type for the relation
   };
   // Namespace "app", table "t", REPLICA IDENTITY DEFAULT, one key column "c" of that type.
   const std::string relation = "R" + be32(relation_id) +
-                               std::string("app\0t\0d\0\x01\x01" "c\0", 12) + be32(type_oid) +
-                               be32(0xffffffff);
+                               std::string("app\0t\0d\0\x01\x01"
+                                           "c\0",
+                                           12) +
+                               be32(type_oid) + be32(0xffffffff);
   const std::string insert = "I" + be32(relation_id) + std::string("N\0\x01t", 4) + be32(3) + "red";
   PgOutputDecoder decoder;
   std::vector<std::string> seen;

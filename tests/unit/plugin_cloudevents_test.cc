@@ -44,8 +44,8 @@ TEST_CASE("structured mode: the value becomes a CloudEvents 1.0 JSON event") {
 }
 
 TEST_CASE("structured mode: source and the type header are configurable; no key, no subject") {
-  TransformChain chain = CloudEvents({{"source", "urn:shop:orders"}, {"type.header", "kind"},
-                                      {"mode", "Structured"}});
+  TransformChain chain =
+      CloudEvents({{"source", "urn:shop:orders"}, {"type.header", "kind"}, {"mode", "Structured"}});
   Record record = testing::RoutedRecord();
   record.key.reset();
   record.headers.push_back({"kind", "shop.order.created"});

@@ -44,7 +44,8 @@ TEST_CASE("filter drops records whose header has one of the values") {
 }
 
 TEST_CASE("filter with negate=true keeps only the records that match") {
-  TransformChain chain = Filter({{"header", "eventType"}, {"values", "OrderCreated"}, {"negate", "TRUE"}});
+  TransformChain chain =
+      Filter({{"header", "eventType"}, {"values", "OrderCreated"}, {"negate", "TRUE"}});
   CHECK(Run(chain, WithType("OrderCreated")) == TransformOutcome::kKeep);
   CHECK(Run(chain, WithType("OrderShipped")) == TransformOutcome::kDrop);
   CHECK(Run(chain, WithType(std::nullopt)) == TransformOutcome::kDrop);
@@ -77,12 +78,12 @@ TEST_CASE("filter logs what it does and refuses bad configuration at start") {
                  "'values' lists no value"));
   CHECK(Contains(testing::BuildError(file, {{"header", " "}, {"values", "a"}}).message(),
                  "'header' must name a header"));
-  CHECK(Contains(testing::BuildError(file, {{"header", "h"}, {"values", "a"}, {"negate", "yes"}})
-                     .message(),
-                 "'negate' must be true or false, got 'yes'"));
-  CHECK(Contains(testing::BuildError(file, {{"header", "h"}, {"values", "a"}, {"value", "b"}})
-                     .message(),
-                 "unknown key 'value' (known: header, values, negate)"));
+  CHECK(Contains(
+      testing::BuildError(file, {{"header", "h"}, {"values", "a"}, {"negate", "yes"}}).message(),
+      "'negate' must be true or false, got 'yes'"));
+  CHECK(Contains(
+      testing::BuildError(file, {{"header", "h"}, {"values", "a"}, {"value", "b"}}).message(),
+      "unknown key 'value' (known: header, values, negate)"));
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ using testing::TestPluginFile;
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "walrelay-plugins-XXXXXX").string();
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "walrelay-plugins-XXXXXX").string();
     REQUIRE(mkdtemp(pattern.data()) != nullptr);
     path_ = pattern;
   }
@@ -135,10 +136,10 @@ TEST_CASE("a plugin whose create() fails stops the chain's build, naming alias, 
                             TestPluginFile("test_transform") +
                             ") failed to start: unknown key 'bogus'");
   const Status load = testing::BuildError(TestPluginFile("wrong_abi"));
-  CHECK_MESSAGE(Contains(load.message(), "transform 't': plugin file '" +
-                                             TestPluginFile("wrong_abi") +
-                                             "' was built for transform ABI version 2"),
-                load.message());
+  CHECK_MESSAGE(
+      Contains(load.message(), "transform 't': plugin file '" + TestPluginFile("wrong_abi") +
+                                   "' was built for transform ABI version 2"),
+      load.message());
 }
 
 TEST_CASE("plugins log through the host with their alias and name; destroy runs with the chain") {

@@ -45,7 +45,8 @@ inline RowChange OutboxChange() {
       {"aggregatetype", "character varying(255)", ValueKind::kString, "Order"},
       {"aggregateid", "character varying(255)", ValueKind::kString, "42"},
       {"type", "character varying(255)", ValueKind::kString, "OrderCreated"},
-      {"payload", "jsonb", ValueKind::kString, R"({"total": 12345678901234567890.50, "n": [1, 2]})"},
+      {"payload", "jsonb", ValueKind::kString,
+       R"({"total": 12345678901234567890.50, "n": [1, 2]})"},
   };
   return row;
 }
@@ -91,7 +92,8 @@ inline TransformChain OneTransform(const std::string& type,
 }
 
 // The error Status of building a one-transform chain that must fail.
-inline Status BuildError(const std::string& type, const std::map<std::string, std::string>& keys = {}) {
+inline Status BuildError(const std::string& type,
+                         const std::map<std::string, std::string>& keys = {}) {
   std::map<std::string, std::string> config = {{"transforms", "t"}, {"transforms.t.type", type}};
   for (const auto& [k, v] : keys) config["transforms.t." + k] = v;
   auto chain = BuildChain(config);

@@ -6,8 +6,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "devtools/mock_kafka.h"
 #include "delivery/producer.h"
+#include "devtools/mock_kafka.h"
 
 using namespace walrelay;
 using namespace std::chrono_literals;
@@ -98,8 +98,7 @@ TEST_CASE("a full librdkafka queue: Produce returns QUEUE_FULL at once instead o
   REQUIRE((*kafka)->SetBrokerDown(1).ok());
   int acked = 0;
   auto producer = KafkaProducer::Create(
-      {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
-       {"queue.buffering.max.messages", "3"}},
+      {{"bootstrap.servers", (*kafka)->bootstrap_servers()}, {"queue.buffering.max.messages", "3"}},
       [&](const DeliveryReport& r) { acked += r.error == RD_KAFKA_RESP_ERR_NO_ERROR; });
   REQUIRE(producer.ok());
   for (uint64_t t = 0; t < 3; ++t) REQUIRE((*producer)->Produce(MakeRecord("full", "v"), t).ok());
@@ -110,7 +109,9 @@ TEST_CASE("a full librdkafka queue: Produce returns QUEUE_FULL at once instead o
   CHECK_FALSE(st.ok());
   CHECK(code == RD_KAFKA_RESP_ERR__QUEUE_FULL);
   REQUIRE((*kafka)->SetBrokerUp(1).ok());
-  REQUIRE(PollUntil(**producer, [&] { return acked == 3; }, 20s));
+  REQUIRE(PollUntil(
+      **producer, [&] { return acked == 3; }, 20s));
   CHECK((*producer)->Produce(MakeRecord("full", "v"), 3).ok());
-  REQUIRE(PollUntil(**producer, [&] { return acked == 4; }, 20s));
+  REQUIRE(PollUntil(
+      **producer, [&] { return acked == 4; }, 20s));
 }

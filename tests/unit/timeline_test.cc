@@ -11,11 +11,10 @@ Lsn L(const char* text) { return *Lsn::Parse(text); }
 }  // namespace
 
 TEST_CASE("timeline history: PostgreSQL's history file format, comments and reasons ignored") {
-  auto history = ParseTimelineHistory(
-      "1\t0/3000060\tno recovery target specified\n"
-      "\n"
-      "# a comment\n"
-      "2\t0/5000A28\tat restore point \"before\"\n");
+  auto history = ParseTimelineHistory("1\t0/3000060\tno recovery target specified\n"
+                                      "\n"
+                                      "# a comment\n"
+                                      "2\t0/5000A28\tat restore point \"before\"\n");
   REQUIRE_MESSAGE(history.ok(), history.status().ToString());
   REQUIRE(history->size() == 2);
   CHECK((*history)[0] == TimelineSwitch{1, L("0/3000060")});

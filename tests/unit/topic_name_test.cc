@@ -19,17 +19,17 @@ TEST_CASE("topic names Kafka forbids are refused with the reason") {
     std::string topic;
     const char* reason;
   };
-  for (const Case& c : std::initializer_list<Case>{
-           {"", "empty"},
-           {".", "'.' and '..'"},
-           {"..", "'.' and '..'"},
-           {std::string(250, 'x'), "250 characters, more than 249"},
-           {"outbox.event.Bad Name", "character 17 is ' '"},
-           {"outbox/event", "character 7 is '/'"},
-           {"a:b", "is ':'"},
-           {"ünï", "character 1 is byte 195"},
-           {std::string("a\nb"), "byte 10"},
-           {std::string("a\0b", 3), "byte 0"}}) {
+  for (const Case& c :
+       std::initializer_list<Case>{{"", "empty"},
+                                   {".", "'.' and '..'"},
+                                   {"..", "'.' and '..'"},
+                                   {std::string(250, 'x'), "250 characters, more than 249"},
+                                   {"outbox.event.Bad Name", "character 17 is ' '"},
+                                   {"outbox/event", "character 7 is '/'"},
+                                   {"a:b", "is ':'"},
+                                   {"ünï", "character 1 is byte 195"},
+                                   {std::string("a\nb"), "byte 10"},
+                                   {std::string("a\0b", 3), "byte 0"}}) {
     Status st = CheckTopicName(c.topic);
     REQUIRE_MESSAGE(!st.ok(), c.topic);
     CHECK(st.code() == ErrorCode::kKafka);

@@ -129,9 +129,12 @@ TEST_CASE("decoder reuses storage: a shorter row after a longer one has no stale
   DecodedMessage msg;
   REQUIRE(decoder.Decode(lines[5], Lsn(1), msg).ok());
   CHECK(msg.change.columns.size() == 13);
-  REQUIRE(decoder.Decode(
-      R"({"action":"I","xid":1,"lsn":"0/10","schema":"s","table":"t","columns":[{"name":"a","type":"text","value":"x"}]})",
-      Lsn(1), msg).ok());
+  REQUIRE(
+      decoder
+          .Decode(
+              R"({"action":"I","xid":1,"lsn":"0/10","schema":"s","table":"t","columns":[{"name":"a","type":"text","value":"x"}]})",
+              Lsn(1), msg)
+          .ok());
   CHECK(msg.change.columns.size() == 1);
   CHECK(msg.change.identity.empty());
   CHECK(msg.change.primary_key.empty());
@@ -141,12 +144,13 @@ TEST_CASE("malformed messages are errors that name the LSN") {
   Wal2JsonDecoder decoder;
   DecodedMessage msg;
   const Lsn at(0x1234ABCD);
-  for (const char* bad : {
-           "not json", "[]", R"({"xid":1})", R"({"action":"X"})", R"({"action":"I","lsn":"0/1"})",
-           R"({"action":"I","lsn":"0/1","schema":"s","table":"t"})",
-           R"({"action":"I","lsn":"0/1","schema":"s","table":"t","columns":[{"type":"int"}]})",
-           R"({"action":"I","lsn":"0/1","schema":"s","table":"t","columns":[{"name":"a","value":{}}]})",
-           R"({"action":"B","timestamp":"yesterday"})", R"({"action":"C","nextlsn":"zz"})"}) {
+  for (
+      const char* bad :
+      {"not json", "[]", R"({"xid":1})", R"({"action":"X"})", R"({"action":"I","lsn":"0/1"})",
+       R"({"action":"I","lsn":"0/1","schema":"s","table":"t"})",
+       R"({"action":"I","lsn":"0/1","schema":"s","table":"t","columns":[{"type":"int"}]})",
+       R"({"action":"I","lsn":"0/1","schema":"s","table":"t","columns":[{"name":"a","value":{}}]})",
+       R"({"action":"B","timestamp":"yesterday"})", R"({"action":"C","nextlsn":"zz"})"}) {
     Status st = decoder.Decode(bad, at, msg);
     CHECK_MESSAGE(!st.ok(), bad);
     CHECK_MESSAGE(st.message().find("0/1234ABCD") != std::string::npos, st.message());
@@ -189,9 +193,10 @@ TEST_CASE("a row of a table the filter refuses is skipped before its columns are
     CHECK(st.message().find("0/2000") != std::string::npos);
   }
   // A good row of the wanted table still decodes whole, also right after a skipped one.
-  REQUIRE(decoder.Decode(R"({"action":"I","lsn":"0/1F00","schema":"public","table":"outbox",)"
-                         R"("columns":[{"name":"id","type":"integer","value":7}]})",
-                         at, msg)
+  REQUIRE(decoder
+              .Decode(R"({"action":"I","lsn":"0/1F00","schema":"public","table":"outbox",)"
+                      R"("columns":[{"name":"id","type":"integer","value":7}]})",
+                      at, msg)
               .ok());
   REQUIRE(msg.kind == MessageKind::kChange);
   REQUIRE(msg.change.columns.size() == 1);

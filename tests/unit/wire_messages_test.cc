@@ -13,7 +13,8 @@ std::string Be64(uint64_t v) {
 }  // namespace
 
 TEST_CASE("XLogData header is parsed byte-exactly") {
-  const std::string msg = "w" + Be64(0x1544D90) + Be64(0x2000000) + Be64(12345) + "{\"action\":\"C\"}";
+  const std::string msg =
+      "w" + Be64(0x1544D90) + Be64(0x2000000) + Be64(12345) + "{\"action\":\"C\"}";
   auto x = ParseXLogData(msg);
   REQUIRE(x.ok());
   CHECK(x->data_start == Lsn(0x1544D90));

@@ -12,40 +12,16 @@
 #include <thread>
 #include <vector>
 
-#include "config/connector_config.h"
-#include "config/relay_settings.h"
 #include "delivery/exactly_once.h"
 #include "delivery/record_pipeline.h"
 #include "delivery/source_offsets.h"
+#include "pipeline_fakes.h"
 
 using namespace walrelay;
 
 namespace {
 
-// Takes records until `room` is used up (then QUEUE_FULL). Delivery reports come from the
-// harness (AckAll), as the relay serves them from the producer.
-class FakeSink final : public RecordSink {
- public:
-  struct Produced {
-    uint64_t ticket;
-    Record record;
-  };
-  Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* code) override {
-    if (outstanding >= room) {
-      if (code) *code = RD_KAFKA_RESP_ERR__QUEUE_FULL;
-      return Status::Kafka("queue full");
-    }
-    ++outstanding;
-    produced.push_back({ticket, record});
-    return Status::Ok();
-  }
-  int OutstandingMessages() const override { return outstanding; }
-  size_t MaxValueBytes() const override { return 1 << 20; }
-
-  std::vector<Produced> produced;
-  int outstanding = 0;
-  int room = 1000;
-};
+using testing::FakeSink;
 
 TxnStatus Error(TxnErrorKind kind, rd_kafka_resp_err_t code) {
   TxnStatus status;
@@ -120,18 +96,10 @@ class FakeTransactions final : public KafkaTransactions {
 };
 
 RelaySettings Settings(const std::string& extra) {
-  const std::string json =
-      R"({"name":"orders","config":{"database.hostname":"h","database.user":"u",)"
-      R"("database.dbname":"shop","topic.prefix":"shop","slot.name":"orders_slot",)"
-      R"("table.include.list":"public.outbox","kafka.bootstrap.servers":"127.0.0.1:9",)"
-      R"("exactly.once.support":"required","offsets.storage.topic":"offsets",)"
-      R"("max.queue.size":"100","kafka.log_level":"0")" +
-      extra + "}}";
-  auto config = ParseConnectorConfig(json, "test");
-  REQUIRE_MESSAGE(config.ok(), config.status().ToString());
-  auto settings = ParseRelaySettings(*config);
-  REQUIRE_MESSAGE(settings.ok(), settings.status().ToString());
-  return std::move(settings).value();
+  return testing::PipelineSettings(
+      R"(,"exactly.once.support":"required","offsets.storage.topic":"offsets",)"
+      R"("max.queue.size":"100")" +
+      extra);
 }
 
 const SourceIdentity kServer{"7000000000000000001", 1};
@@ -167,30 +135,12 @@ struct Harness {
   }
   Status Begin(uint32_t xid) {
     inside_source = true;
-    DecodedMessage m;
-    m.kind = MessageKind::kBegin;
-    m.begin.xid = xid;
-    return pipeline->Handle(m);
+    return pipeline->Handle(testing::BeginMessage(xid));
   }
-  Status Row(Lsn lsn) {
-    DecodedMessage m;
-    m.kind = MessageKind::kChange;
-    m.change.op = ChangeOp::kInsert;
-    m.change.lsn = lsn;
-    m.change.schema = "public";
-    m.change.table = "outbox";
-    m.change.primary_key = {"id"};
-    m.change.columns = {
-        Column{"id", "integer", ValueKind::kNumber, std::to_string(lsn.value()), false}};
-    return pipeline->Handle(m);
-  }
+  Status Row(Lsn lsn) { return pipeline->Handle(testing::RowMessage(lsn)); }
   Status Commit(uint32_t xid, Lsn end) {
     inside_source = false;
-    DecodedMessage m;
-    m.kind = MessageKind::kCommit;
-    m.commit.xid = xid;
-    m.commit.end_lsn = end;
-    return pipeline->Handle(m);
+    return pipeline->Handle(testing::CommitMessage(xid, end));
   }
   // One source transaction of `rows` rows of public.outbox, ending at `end`: the status of
   // its commit.

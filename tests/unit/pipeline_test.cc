@@ -7,55 +7,17 @@
 #include <string>
 #include <vector>
 
-#include "config/connector_config.h"
-#include "config/relay_settings.h"
 #include "delivery/record_pipeline.h"
+#include "pipeline_fakes.h"
 
 using namespace walrelay;
 
 namespace {
 
-// Takes records until `room` is used up (then QUEUE_FULL), or refuses them with `refuse`.
-class FakeSink final : public RecordSink {
- public:
-  struct Produced {
-    uint64_t ticket;
-    Record record;
-  };
-  Status Produce(const Record& record, uint64_t ticket, rd_kafka_resp_err_t* code) override {
-    if (refuse != RD_KAFKA_RESP_ERR_NO_ERROR) {
-      if (code) *code = refuse;
-      return Status::Kafka(std::string("refused: ") + rd_kafka_err2name(refuse));
-    }
-    if (outstanding >= room) {
-      if (code) *code = RD_KAFKA_RESP_ERR__QUEUE_FULL;
-      return Status::Kafka("queue full");
-    }
-    ++outstanding;
-    produced.push_back({ticket, record});
-    return Status::Ok();
-  }
-  int OutstandingMessages() const override { return outstanding; }
-  size_t MaxValueBytes() const override { return 1 << 20; }
-
-  std::vector<Produced> produced;
-  int outstanding = 0;
-  int room = 1000;
-  rd_kafka_resp_err_t refuse = RD_KAFKA_RESP_ERR_NO_ERROR;
-};
+using testing::FakeSink;
 
 RelaySettings Settings(const std::string& extra = "") {
-  const std::string json =
-      R"({"name":"orders","config":{"database.hostname":"h","database.user":"u",)"
-      R"("database.dbname":"shop","topic.prefix":"shop","slot.name":"orders_slot",)"
-      R"("table.include.list":"public.outbox","kafka.bootstrap.servers":"127.0.0.1:9",)"
-      R"("max.queue.size":"3","kafka.log_level":"0")" +
-      extra + "}}";
-  auto config = ParseConnectorConfig(json, "test");
-  REQUIRE_MESSAGE(config.ok(), config.status().ToString());
-  auto settings = ParseRelaySettings(*config);
-  REQUIRE_MESSAGE(settings.ok(), settings.status().ToString());
-  return std::move(settings).value();
+  return testing::PipelineSettings(R"(,"max.queue.size":"3")" + extra);
 }
 
 const SourceIdentity kServerA{"7000000000000000001", 1};
@@ -87,35 +49,12 @@ struct Harness {
   void Start(const SourceIdentity& server, Lsn slot, Lsn start = Lsn()) {
     pipeline->StreamStarted(StreamStart{server, slot, start, false, std::nullopt});
   }
-  Status Begin(uint32_t xid) {
-    DecodedMessage m;
-    m.kind = MessageKind::kBegin;
-    m.begin.xid = xid;
-    return pipeline->Handle(m);
-  }
+  Status Begin(uint32_t xid) { return pipeline->Handle(testing::BeginMessage(xid)); }
   Status Row(Lsn lsn, const std::string& table = "outbox", ChangeOp op = ChangeOp::kInsert) {
-    DecodedMessage m;
-    m.kind = MessageKind::kChange;
-    m.change.op = op;
-    m.change.lsn = lsn;
-    m.change.schema = "public";
-    m.change.table = table;
-    m.change.primary_key = {"id"};
-    Column id{"id", "integer", ValueKind::kNumber, std::to_string(lsn.value()), false};
-    if (op == ChangeOp::kDelete) {
-      m.change.identity = {id};
-      m.change.before = {id};
-    } else {
-      m.change.columns = {id};
-    }
-    return pipeline->Handle(m);
+    return pipeline->Handle(testing::RowMessage(lsn, table, op));
   }
   Status Commit(uint32_t xid, Lsn end) {
-    DecodedMessage m;
-    m.kind = MessageKind::kCommit;
-    m.commit.xid = xid;
-    m.commit.end_lsn = end;
-    return pipeline->Handle(m);
+    return pipeline->Handle(testing::CommitMessage(xid, end));
   }
   // One source transaction of `rows` rows of public.outbox, ending at `end`.
   void Transaction(uint32_t xid, Lsn first, int rows, Lsn end) {

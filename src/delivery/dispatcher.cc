@@ -13,7 +13,11 @@ Dispatcher::TopicAcks* Dispatcher::AcksOf(const std::string& topic) {
 }
 
 uint64_t Dispatcher::Register(const Record& record, size_t bytes) {
-  const uint64_t ticket = ledger_.AddRecord(record.source.lsn, bytes, OriginLabel(record.source));
+  // A row's label is its table's name, which the record holds already: no string per record.
+  const uint64_t ticket =
+      record.source.table.empty()
+          ? ledger_.AddRecord(record.source.lsn, bytes, OriginLabel(record.source))
+          : ledger_.AddRecord(record.source.lsn, bytes, record.source.table);
   in_flight_[ticket] = {AcksOf(record.topic), record.source.commit_time_ms};
   return ticket;
 }

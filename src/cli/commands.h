@@ -1,9 +1,15 @@
 // The walrelay subcommands, each returning the process exit code (see docs/operations.md).
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
+#include <boost/asio.hpp>
 
 #include "common/status.h"
+#include "config/relay_settings.h"
+#include "relay/running_relay.h"
 
 namespace walrelay {
 
@@ -44,7 +50,12 @@ struct DevKafkaOptions {
 };
 int DevKafkaCommand(const DevKafkaOptions& options);
 // `real_broker`: a real Apache Kafka broker instead of the mock cluster.
-int DemoCommand(int events, bool real_broker);
+// source.mode=polling relays the outbox table by polling it (docs/polling.md).
+int DemoCommand(int events, bool real_broker, bool polling = false);
+
+// The relay source.mode asks for: a replication slot's, or the polled outbox table's.
+Result<std::unique_ptr<RunningRelay>> CreateRelay(RelaySettings settings,
+                                                  boost::asio::io_context& io);
 
 struct ConsumerGcOptions {
   std::string conninfo;  // libpq connection string; PG* environment variables apply too

@@ -1,7 +1,8 @@
 // `walrelay demo`: the first run for a newcomer. A throwaway PostgreSQL and Kafka (librdkafka's
 // mock cluster by default, or a real Apache Kafka broker), the outbox table from
 // docs/outbox.sql, the relay, a few sample events, and every Kafka record printed as a consumer
-// sees it. Everything is removed afterwards.
+// sees it. Everything is removed afterwards. With --polling the relay reads the outbox table by
+// polling it (source.mode=polling, docs/polling.md) instead of a replication slot.
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -20,7 +21,7 @@
 #include "devtools/mock_kafka.h"
 #include "devtools/pg_sandbox.h"
 #include "devtools/topic_reader.h"
-#include "relay/relay.h"
+#include "relay/running_relay.h"
 
 namespace walrelay {
 namespace {
@@ -37,12 +38,15 @@ int Fail(const Status& status) {
 
 }  // namespace
 
-int DemoCommand(int events, bool real_broker) {
+int DemoCommand(int events, bool real_broker, bool polling) {
   Say("starting a throwaway PostgreSQL (wal_level=logical; pgoutput is built in)");
   auto pg = devtools::PgSandbox::Start();
   if (!pg.ok()) return Fail(pg.status());
   std::printf("PostgreSQL on 127.0.0.1:%d, data in %s\n", (*pg)->port(), (*pg)->data_dir().c_str());
   if (Status st = (*pg)->Exec(kOutboxSql); !st.ok()) return Fail(st);
+  if (polling) {
+    if (Status st = (*pg)->Exec(kOutboxPollingSql); !st.ok()) return Fail(st);
+  }
 
   std::unique_ptr<devtools::MockKafka> mock;
   std::unique_ptr<devtools::KafkaBroker> apache;
@@ -73,7 +77,12 @@ int DemoCommand(int events, bool real_broker) {
     "database.user": "postgres",
     "database.dbname": "postgres",
     "plugin.name": "pgoutput",
-    "slot.name": "walrelay_demo",
+    "slot.name": "walrelay_demo",)" +
+                                  std::string(polling ? R"(
+    "source.mode": "polling",
+    "polling.interval.ms": "100",)"
+                                                      : "") +
+                                  R"(
     "table.include.list": "public.outbox",
     "topic.prefix": "demo",
     "status.update.interval.ms": "500",
@@ -93,25 +102,30 @@ int DemoCommand(int events, bool real_broker) {
 
   Say("starting the relay");
   boost::asio::io_context io(1);
-  auto built = Relay::Create(std::move(settings).value(), io);
+  auto built = CreateRelay(std::move(settings).value(), io);
   if (!built.ok()) return Fail(built.status());
-  Relay& relay = **built;
+  RunningRelay& relay = **built;
   Status relay_status;
   std::thread relay_thread([&] { relay_status = relay.Run(); });
   auto stop_relay = [&] {
     relay.RequestStop();
     relay_thread.join();
   };
-  for (int i = 0; i < 300 && !relay.streaming() && relay_thread.joinable(); ++i) {
+  auto streaming = [&relay] { return relay.state() == RelayState::kStreaming; };
+  for (int i = 0; i < 300 && !streaming() && relay_thread.joinable(); ++i) {
     if (!relay_status.ok()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (!relay.streaming()) {
+  if (!streaming()) {
     stop_relay();
     return Fail(relay_status.ok() ? Status::Internal("the relay did not start") : relay_status);
   }
 
-  Say("inserting " + std::to_string(events) + " outbox events (and deleting them, as apps do)");
+  // A slot keeps deleted rows' inserts, so apps may delete at once; a poller needs the rows, and
+  // deletes them itself once Kafka acknowledged their records.
+  Say("inserting " + std::to_string(events) + " outbox events" +
+      (polling ? " (the relay deletes each row once Kafka acknowledged its record)"
+               : " (and deleting them, as apps do)"));
   const char* kinds[][2] = {
       {"Order", "OrderCreated"}, {"Customer", "CustomerRegistered"}, {"Order", "OrderPaid"}};
   std::set<std::string> topics;
@@ -126,7 +140,7 @@ int DemoCommand(int events, bool real_broker) {
            kind[1] + "', jsonb_build_object('seq', " + std::to_string(i + 1) +
            ", 'note', 'événement n°" + std::to_string(i + 1) + "', 'amount', 19.99));";
   }
-  sql += "DELETE FROM outbox; COMMIT;";
+  sql += polling ? "COMMIT;" : "DELETE FROM outbox; COMMIT;";
   if (Status st = (*pg)->Exec(sql); !st.ok()) {
     stop_relay();
     return Fail(st);
@@ -148,19 +162,33 @@ int DemoCommand(int events, bool real_broker) {
   for (const auto& r : *records) std::printf("%s\n", devtools::FormatRecord(r).c_str());
   std::fflush(stdout);
 
-  // The slot advances only after Kafka acknowledged the transaction; show it happening.
-  Lsn target;
-  if (end_lsn.ok()) target = Lsn::Parse(*end_lsn).ok() ? *Lsn::Parse(*end_lsn) : Lsn();
-  for (int i = 0; i < 100 && relay.confirmed_lsn() < target; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  stop_relay();
-  auto slot_lsn = (*pg)->QueryValue(
-      "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name='walrelay_demo'");
   Say("summary");
-  std::printf("%zu of %d events arrived; slot walrelay_demo confirmed_flush_lsn = %s "
-              "(WAL end after the inserts was %s)\n",
-              records->size(), events, slot_lsn.ok() ? slot_lsn->c_str() : "?",
-              end_lsn.ok() ? end_lsn->c_str() : "?");
+  if (polling) {
+    // The rows are deleted only after Kafka acknowledged their records; show it happening.
+    auto left = (*pg)->QueryValue("SELECT count(*)::text FROM outbox");
+    for (int i = 0; i < 100 && left.ok() && *left != "0"; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      left = (*pg)->QueryValue("SELECT count(*)::text FROM outbox");
+    }
+    stop_relay();
+    std::printf("%zu of %d events arrived; rows left in the outbox table: %s (each deleted once "
+                "Kafka acknowledged its record)\n",
+                records->size(), events, left.ok() ? left->c_str() : "?");
+  } else {
+    // The slot advances only after Kafka acknowledged the transaction; show it happening.
+    Lsn target;
+    if (end_lsn.ok()) target = Lsn::Parse(*end_lsn).ok() ? *Lsn::Parse(*end_lsn) : Lsn();
+    for (int i = 0; i < 100 && relay.confirmed_lsn() < target; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop_relay();
+    auto slot_lsn =
+        (*pg)->QueryValue("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE "
+                          "slot_name='walrelay_demo'");
+    std::printf("%zu of %d events arrived; slot walrelay_demo confirmed_flush_lsn = %s "
+                "(WAL end after the inserts was %s)\n",
+                records->size(), events, slot_lsn.ok() ? slot_lsn->c_str() : "?",
+                end_lsn.ok() ? end_lsn->c_str() : "?");
+  }
   if (!relay_status.ok()) return Fail(relay_status);
   if (records->size() < static_cast<size_t>(events)) {
     return Fail(Status::Internal("only " + std::to_string(records->size()) + " of " +

@@ -90,7 +90,7 @@ class StopSignalWatcher {
     sigaddset(&signals_, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
   }
-  void Watch(Relay& relay) {
+  void Watch(RunningRelay& relay) {
     relay_ = &relay;
     thread_ = std::thread([this] { Watch(); });
   }
@@ -126,19 +126,17 @@ class StopSignalWatcher {
     if (finished_) return;
     if (second != 0) {
       spdlog::warn("received {} again: exiting at once without waiting for Kafka or confirming "
-                   "anything more; slot '{}' stays confirmed at LSN {}",
-                   SignalName(second), relay_->settings().slot_name,
-                   relay_->confirmed_lsn().ToString());
+                   "anything more; {}",
+                   SignalName(second), relay_->StaysConfirmed());
       ExitAtOnce(128 + second);
     }
     spdlog::error("the stop did not finish within shutdown.timeout.ms={} plus {} s; exiting "
-                  "without confirming anything more; slot '{}' stays confirmed at LSN {}",
-                  shutdown_timeout_.count(), kGrace.count(), relay_->settings().slot_name,
-                  relay_->confirmed_lsn().ToString());
+                  "without confirming anything more; {}",
+                  shutdown_timeout_.count(), kGrace.count(), relay_->StaysConfirmed());
     ExitAtOnce(128 + first);
   }
 
-  Relay* relay_ = nullptr;
+  RunningRelay* relay_ = nullptr;
   const std::chrono::milliseconds shutdown_timeout_;
   sigset_t signals_;
   std::atomic<bool> finished_{false};
@@ -169,12 +167,12 @@ int RunRelayCommand(const std::string& config_path, bool log_level_given) {
   boost::asio::io_context io(1);
   // Before Create: the threads librdkafka starts inherit the blocked signals.
   StopSignalWatcher watcher(std::chrono::milliseconds(settings->shutdown_timeout_ms));
-  auto built = Relay::Create(std::move(settings).value(), io);
+  auto built = CreateRelay(std::move(settings).value(), io);
   if (!built.ok()) {
     spdlog::error("{}", built.status().ToString());
     return ExitCodeFor(built.status());
   }
-  Relay& relay = **built;
+  RunningRelay& relay = **built;
   watcher.Watch(relay);
   // The REST API shares the relay's loop, so its handlers read relay state without locks.
   std::unique_ptr<RestApi> api;
@@ -270,6 +268,9 @@ int main(int argc, char** argv) {
   demo->add_option("--events", events, "sample events to insert")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
+  bool demo_polling = false;
+  demo->add_flag("--polling", demo_polling,
+                 "relay by polling the outbox table (source.mode=polling) instead of a slot");
   demo->add_option("--kafka", demo_kafka, "mock or apache")
       ->check(CLI::IsMember({"mock", "apache"}))
       ->capture_default_str();
@@ -305,7 +306,7 @@ int main(int argc, char** argv) {
   if (*run) return RunRelayCommand(config_path, log_level_option->count() > 0);
   if (*validate) return ValidateCommand(config_path);
   if (*dev_kafka) return DevKafkaCommand(dev_kafka_options);
-  if (*demo) return DemoCommand(events, demo_kafka == "apache");
+  if (*demo) return DemoCommand(events, demo_kafka == "apache", demo_polling);
   if (*consumer_gc) return ConsumerGcCommand(gc);
   return kExitInternal;
 }

@@ -323,6 +323,69 @@ Result<std::string> ParsePorts(const Properties& p, size_t hosts) {
   return joined;
 }
 
+bool IsPlainIdentifier(const std::string& s) {
+  if (s.empty() || s.size() > 63 || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$')) return false;
+  }
+  return true;
+}
+
+// source.mode and the polling.* keys. Polling reads one table, whose rows it deletes or marks,
+// so table.include.list must name exactly that table; exactly once is refused (a Kafka
+// transaction cannot include the table's marks: docs/polling.md).
+Status ParseSourceMode(const Properties& p, RelaySettings& s) {
+  auto mode = p.GetEnum("source.mode", "replication", {"replication", "polling"});
+  if (!mode.ok()) return mode.status();
+  if (*mode == "replication") {
+    for (const char* key : {"polling.interval.ms", "polling.batch.size", "polling.mark",
+                            "polling.order.column", "polling.lease.retry.ms"}) {
+      if (p.Get(key)) spdlog::warn("'{}' is ignored: 'source.mode' is 'replication'", key);
+    }
+    return Status::Ok();
+  }
+  s.source_mode = SourceMode::kPolling;
+  if (s.table_include.size() != 1 || !IsPlainTableName(s.table_include[0])) {
+    return Status::Config("'table.include.list' must name exactly one table as schema.table with "
+                          "'source.mode'=polling (the outbox table that is polled), got '" +
+                          p.GetString("table.include.list", "public.outbox") + "'");
+  }
+  PollingSettings& polling = s.polling;
+  const std::string& qualified = s.table_include[0];
+  polling.schema = qualified.substr(0, qualified.find('.'));
+  polling.table = qualified.substr(qualified.find('.') + 1);
+  if (!IsPlainIdentifier(polling.schema) || !IsPlainIdentifier(polling.table)) {
+    return Status::Config("'table.include.list' entry '" + qualified +
+                          "' is not a plain schema.table name");
+  }
+  polling.order_column = Trim(p.GetString("polling.order.column", polling.order_column));
+  if (!IsPlainIdentifier(polling.order_column)) {
+    return Status::Config("'polling.order.column' must be a column name, got '" +
+                          polling.order_column + "'");
+  }
+  auto interval = p.GetInt("polling.interval.ms", polling.interval_ms, 1, 3600000);
+  if (!interval.ok()) return interval.status();
+  polling.interval_ms = *interval;
+  auto batch = p.GetInt("polling.batch.size", polling.batch_size, 1, 100000);
+  if (!batch.ok()) return batch.status();
+  polling.batch_size = *batch;
+  auto lease_retry = p.GetInt("polling.lease.retry.ms", polling.lease_retry_ms, 1, 3600000);
+  if (!lease_retry.ok()) return lease_retry.status();
+  polling.lease_retry_ms = *lease_retry;
+  const std::string mark = Trim(p.GetString("polling.mark", "delete"));
+  if (mark.starts_with("column:")) {
+    polling.mark_column = Trim(mark.substr(7));
+    if (!IsPlainIdentifier(polling.mark_column)) {
+      return Status::Config(
+          "'polling.mark' must be 'delete' or 'column:<timestamp column>', got '" + mark + "'");
+    }
+  } else if (mark != "delete") {
+    return Status::Config("'polling.mark' must be 'delete' or 'column:<timestamp column>', got '" +
+                          mark + "'");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string DefaultOffsetsTopic(const std::string& name) {
@@ -430,6 +493,11 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   s.progress_interval_ms = *progress;
 
   if (Status st = ParseExactlyOnce(p, s.exactly_once); !st.ok()) return st;
+  // Said before the keys exactly once would need next: they do not matter with polling.
+  if (s.exactly_once.enabled() && ToLower(Trim(p.GetString("source.mode", ""))) == "polling") {
+    return Status::Config("'exactly.once.support' is not supported with 'source.mode'=polling: "
+                          "the row marks cannot join a Kafka transaction; remove one of them");
+  }
   if (Status st = ParseOffsetStorage(p, s.name, s.exactly_once.enabled(), s.offsets); !st.ok())
     return st;
   if (s.exactly_once.enabled() && s.exactly_once.transactional_id.empty()) {
@@ -604,6 +672,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto prefix = p.GetRequired("topic.prefix");
   if (!prefix.ok()) return prefix.status();
   s.topic_prefix = *prefix;
+  if (Status st = ParseSourceMode(p, s); !st.ok()) return st;
 
   auto status_ms = p.GetInt("status.update.interval.ms", 10000, 1, 3600000);
   if (!status_ms.ok()) return status_ms.status();

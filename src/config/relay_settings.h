@@ -87,8 +87,29 @@ struct OffsetStorageSettings {
 // "walrelay-offsets-<name>", characters Kafka refuses in topic names replaced by '_'.
 std::string DefaultOffsetsTopic(const std::string& name);
 
+// source.mode: where outbox rows come from. Replication (the default) streams a logical
+// replication slot; polling reads the outbox table with ordinary queries and marks the rows
+// Kafka acknowledged (polling/polling_relay.h, docs/polling.md).
+enum class SourceMode { kReplication, kPolling };
+
+// The polling.* keys (source.mode=polling).
+struct PollingSettings {
+  std::string schema, table;         // table.include.list's one table
+  std::string order_column = "seq";  // polling.order.column: rows are relayed in its order
+  int64_t interval_ms = 100;  // polling.interval.ms: the wait after a batch that was not full
+  int64_t batch_size = 500;   // polling.batch.size: rows read, relayed and marked at once
+  // polling.mark: "" = delete (the default), else the timestamp column set to the publish time
+  // (polling.mark=column:<name>); rows where it is NULL are the unpublished ones.
+  std::string mark_column;
+  int64_t lease_retry_ms = 2000;  // polling.lease.retry.ms: how often a standby asks for the lease
+
+  bool marks_by_delete() const { return mark_column.empty(); }
+};
+
 struct RelaySettings {
   std::string name;
+  SourceMode source_mode = SourceMode::kReplication;
+  PollingSettings polling;
   ListenerAddress listener;
   RestAuthSettings rest_auth;
   std::string log_level;                 // log.level; "" = unset (--log-level or info)

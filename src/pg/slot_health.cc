@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "pg/plain_connection.h"
+
 namespace walrelay {
 namespace {
 
@@ -137,30 +139,14 @@ void SlotHealthWatch::Loop() {
 
 Result<PGconn*> SlotHealthWatch::Connection() {
   if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) return conn_.get();
-  std::vector<const char*> keys, values;
-  for (const auto& [k, v] : options_.pg_params) {
-    if (k == "replication" || k == "connect_timeout" || k == "options" || k == "application_name")
-      continue;
-    keys.push_back(k.c_str());
-    values.push_back(v.c_str());
-  }
   // Bounded, so a hung server cannot hold the watch (or the relay's stop, which joins it).
-  const std::pair<const char*, const char*> fixed[] = {
-      {"connect_timeout", "10"},
-      {"options", "-c statement_timeout=5000"},
-      {"application_name", "walrelay-slot-health"}};
-  for (const auto& [k, v] : fixed) {
-    keys.push_back(k);
-    values.push_back(v);
-  }
-  keys.push_back(nullptr);
-  values.push_back(nullptr);
-  conn_.reset(PQconnectdbParams(keys.data(), values.data(), 0));
-  if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
-    const std::string why = conn_ ? Trimmed(PQerrorMessage(conn_.get())) : "out of memory";
-    conn_.reset();
-    return Status::Connection("slot health: cannot connect: " + why);
-  }
+  auto conn = ConnectPlain(options_.pg_params,
+                           {{"connect_timeout", "10"},
+                            {"options", "-c statement_timeout=5000"},
+                            {"application_name", "walrelay-slot-health"}},
+                           "the slot health watch");
+  if (!conn.ok()) return conn.status();
+  conn_ = std::move(conn).value();
   return conn_.get();
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "pg/plain_connection.h"
 #include "pg/replication_connection.h"
 
 namespace walrelay {
@@ -149,27 +150,13 @@ std::optional<std::string> SourceCatalog::TypeName(uint32_t oid, int32_t typmod)
 Result<PgResultPtr> SourceCatalog::LiveQuery(const std::string& sql,
                                              const std::vector<std::string>& params) {
   if (!live_ || PQstatus(live_.get()) != CONNECTION_OK) {
-    std::vector<const char*> keys, values;
-    const std::string connect_timeout = std::to_string(kLiveConnectTimeoutSeconds);
-    const std::string options = "-c statement_timeout=" + std::to_string(kLiveStatementTimeoutMs);
-    for (const auto& [k, v] : settings_.pg_params) {
-      if (k == "connect_timeout" || k == "options") continue;
-      keys.push_back(k.c_str());
-      values.push_back(v.c_str());
-    }
-    keys.push_back("connect_timeout");
-    values.push_back(connect_timeout.c_str());
-    keys.push_back("options");
-    values.push_back(options.c_str());
-    keys.push_back(nullptr);
-    values.push_back(nullptr);
-    live_.reset(PQconnectdbParams(keys.data(), values.data(), 0));
-    if (!live_ || PQstatus(live_.get()) != CONNECTION_OK) {
-      std::string why = live_ ? PQerrorMessage(live_.get()) : "out of memory";
-      while (!why.empty() && why.back() == '\n') why.pop_back();
-      live_.reset();
-      return Status::Connection("cannot connect for a catalog query: " + why);
-    }
+    auto conn = ConnectPlain(
+        settings_.pg_params,
+        {{"connect_timeout", std::to_string(kLiveConnectTimeoutSeconds)},
+         {"options", "-c statement_timeout=" + std::to_string(kLiveStatementTimeoutMs)}},
+        "a catalog query");
+    if (!conn.ok()) return conn.status();
+    live_ = std::move(conn).value();
   }
   std::vector<const char*> values;
   for (const auto& p : params) values.push_back(p.c_str());

@@ -16,34 +16,7 @@ namespace {
 // served even while a large backlog streams in.
 constexpr int kMessagesPerTurn = 512;
 
-int64_t NowMillis() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-// A descriptor of our own for Asio, which closes what it is given.
-Result<int> Duplicate(int fd, const char* what) {
-  const int copy = dup(fd);
-  if (copy < 0) {
-    return Status::Internal(std::string("cannot duplicate the ") + what + ": " +
-                            std::strerror(errno));
-  }
-  return copy;
-}
-
 }  // namespace
-
-const char* RelayStateName(RelayState state) {
-  switch (state) {
-    case RelayState::kConnecting: return "CONNECTING";
-    case RelayState::kStandby: return "STANDBY";
-    case RelayState::kStreaming: return "STREAMING";
-    case RelayState::kStopping: return "STOPPING";
-    case RelayState::kStopped: return "STOPPED";
-  }
-  return "?";
-}
 
 // --- Building ------------------------------------------------------------------------------
 
@@ -68,9 +41,7 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
           },
           io),
       pg_socket_(io),
-      kafka_events_(io),
       status_timer_(io),
-      poll_timer_(io),
       shutdown_timer_(io),
       connect_timer_(io),
       receive_watch_(
@@ -98,6 +69,7 @@ Status Relay::Build() {
       [this](const Status& failure) { OnProducerFailure(failure); }, settings_.ProvidedKafkaKeys());
   if (!producer.ok()) return producer.status();
   producer_ = std::move(producer).value();
+  kafka_events_ = std::make_unique<KafkaEventWatch>(io_, *producer_);
   auto guarantee = MakeDeliveryGuarantee(settings_, *producer_, counters_);
   if (!guarantee.ok()) return guarantee.status();
   auto pipeline =
@@ -118,14 +90,10 @@ Status Relay::Build() {
 }
 
 Status Relay::Run() {
-  auto kafka_event_fd = Duplicate(producer_->event_fd(), "Kafka event descriptor");
-  if (!kafka_event_fd.ok()) {
-    spdlog::error("{}", kafka_event_fd.status().ToString());
-    return kafka_event_fd.status();
+  if (Status watching = kafka_events_->Start(); !watching.ok()) {
+    spdlog::error("{}", watching.ToString());
+    return watching;
   }
-  kafka_events_.assign(*kafka_event_fd);
-  WaitForKafkaEvents();
-  ArmPollTimer();
   ArmStatusTimer();
   progress_log_.Start();
   ArmProgressTimer();
@@ -159,8 +127,8 @@ void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
   if (!attempt.ok()) return ConnectFailed(attempt.status());
   SourceSession& session = *attempt;
   conn_.emplace(std::move(*session.connection));
-  auto socket =
-      Duplicate(conn_->socket(), "replication socket");  // closing it never closes libpq's
+  auto socket = DuplicateDescriptor(conn_->socket(),
+                                    "replication socket");  // closing it never closes libpq's
   if (!socket.ok()) {
     CloseConnection();
     return Fail(socket.status());
@@ -336,26 +304,6 @@ void Relay::WaitForSocket() {
                         });
 }
 
-void Relay::WaitForKafkaEvents() {
-  kafka_events_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                           [this](const boost::system::error_code& ec) {
-                             if (ec || finished_) return;
-                             producer_->ClearEvent();
-                             producer_->Poll();
-                             WaitForKafkaEvents();
-                           });
-}
-
-void Relay::ArmPollTimer() {
-  // A safety net for librdkafka events that do not signal the queue fd (e.g. errors).
-  poll_timer_.expires_after(std::chrono::milliseconds(200));
-  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || finished_) return;
-    producer_->Poll();
-    ArmPollTimer();
-  });
-}
-
 Status Relay::HandleMessage(std::string_view message) {
   if (message.empty()) return Status::Protocol("empty CopyData message");
   if (message[0] == 'k') {
@@ -491,13 +439,6 @@ bool Relay::Restart() {
   return true;
 }
 
-double Relay::ReplicationLagSeconds() const {
-  if (state_ == RelayState::kStreaming && !paused_ && pipeline_->idle()) return 0;
-  const int64_t last_acked = pipeline_->last_acked_commit_ms();
-  if (last_acked == 0) return 0;
-  return static_cast<double>(std::max<int64_t>(0, NowMillis() - last_acked)) / 1000.0;
-}
-
 SlotHealthSample Relay::slot_health() const {
   return slot_health_ ? slot_health_->Latest() : SlotHealthSample{};
 }
@@ -622,13 +563,12 @@ void Relay::FinishShutdown() {
   pipeline_->Stopping();
   if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
   boost::system::error_code ignored;
-  for (auto* timer : {&status_timer_, &poll_timer_, &shutdown_timer_, &connect_timer_,
-                      &progress_timer_, &caught_up_timer_, &boundary_timer_, &gather_timer_}) {
+  for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &progress_timer_,
+                      &caught_up_timer_, &boundary_timer_, &gather_timer_}) {
     timer->cancel();
   }
   receive_watch_.Stop();
-  kafka_events_.cancel(ignored);
-  kafka_events_.close(ignored);
+  kafka_events_->Stop();
   CloseConnection();
   state_ = RelayState::kStopped;
   io_.stop();

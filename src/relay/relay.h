@@ -51,6 +51,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/decoder.h"
+#include "delivery/kafka_event_watch.h"
 #include "delivery/producer.h"
 #include "delivery/record_pipeline.h"
 #include "pg/replication_connection.h"
@@ -59,64 +60,57 @@
 #include "relay/backoff.h"
 #include "relay/progress_log.h"
 #include "relay/receive_watch.h"
+#include "relay/running_relay.h"
 #include "relay/source_connector.h"
 #include "status/metrics.h"
 
 namespace walrelay {
 
-enum class RelayState { kConnecting, kStandby, kStreaming, kStopping, kStopped };
-const char* RelayStateName(RelayState state);
-
-class Relay {
+class Relay final : public RunningRelay {
  public:
   // Builds the decoder, the producer, the delivery guarantee and the record pipeline; an error
   // names the configuration key that is wrong.
   static Result<std::unique_ptr<Relay>> Create(RelaySettings settings, boost::asio::io_context& io);
-  ~Relay();
+  ~Relay() override;
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
 
   // Connects (retrying as configured) and runs the loop until stopped. Returns OK after a
   // graceful stop, or the error that stopped the relay.
-  Status Run();
+  Status Run() override;
   // Graceful stop: stop reading, wait (bounded) for in-flight acks, send a final status.
-  void RequestStop();
+  void RequestStop() override;
 
   // Observers, safe from any thread.
-  Lsn confirmed_lsn() const { return Lsn(confirmed_lsn_.load()); }
+  Lsn confirmed_lsn() const override { return Lsn(confirmed_lsn_.load()); }
   bool streaming() const { return state_.load() == RelayState::kStreaming; }
-  RelayState state() const { return state_.load(); }
+  std::string StaysConfirmed() const override {
+    return "slot '" + settings_.slot_name + "' stays confirmed at LSN " +
+           confirmed_lsn().ToString();
+  }
+  RelayState state() const override { return state_.load(); }
 
   // Loop thread only.
-  void Pause();
-  void Resume();
+  void Pause() override;
+  void Resume() override;
   // False (and nothing happens) once the relay is stopping.
-  bool Restart();
-  bool paused() const { return paused_; }
+  bool Restart() override;
+  bool paused() const override { return paused_; }
   // True while a replication connection is open (streaming, or paused while streaming).
-  bool connected() const { return conn_.has_value() && state_ == RelayState::kStreaming; }
-  bool producer_ready() const { return producer_ != nullptr; }
+  bool connected() const override { return conn_.has_value() && state_ == RelayState::kStreaming; }
+  bool producer_ready() const override { return producer_ != nullptr; }
   // The error that stopped the relay; OK while it runs or after a graceful stop.
-  const Status& failure() const { return final_status_; }
+  const Status& failure() const override { return final_status_; }
   // Why the last connection attempt failed or the connection was lost; "" once streaming.
-  const std::string& connection_error() const { return connection_error_; }
-  const RelaySettings& settings() const { return settings_; }
-  const RelayCounters& counters() const { return counters_; }
-  Lsn received_lsn() const { return received_lsn_; }
-  size_t inflight_records() const { return pipeline_->inflight_records(); }
-  size_t inflight_bytes() const { return pipeline_->inflight_bytes(); }
-  // Entries of the ack ledger and their memory, for /metrics.
-  size_t ack_ledger_entries() const { return pipeline_->ledger_entries(); }
-  size_t ack_ledger_bytes() const { return pipeline_->ledger_bytes(); }
-  // Records waiting for room in librdkafka's queue.
-  size_t held_records() const { return pipeline_->held_records(); }
-  // Messages librdkafka holds (queued, in flight, or reports not yet served).
-  int kafka_queue_length() const { return producer_->OutstandingMessages(); }
-  // Now minus the commit time of the newest acknowledged record; 0 when idle and caught up.
-  double ReplicationLagSeconds() const;
+  const std::string& connection_error() const override { return connection_error_; }
+  const RelaySettings& settings() const override { return settings_; }
+  const RelayCounters& counters() const override { return counters_; }
+  const RecordPipeline& pipeline() const override { return *pipeline_; }
+  const KafkaProducer& producer() const override { return *producer_; }
+  Lsn received_lsn() const override { return received_lsn_; }
   // The slot as pg_replication_slots last showed it (read_ok false: not read yet, or off).
-  SlotHealthSample slot_health() const;
-  uint64_t slot_stalls() const { return slot_health_ ? slot_health_->stalls() : 0; }
+  SlotHealthSample slot_health() const override;
+  uint64_t slot_stalls() const override { return slot_health_ ? slot_health_->stalls() : 0; }
 
  private:
   Relay(RelaySettings settings, boost::asio::io_context& io);
@@ -141,8 +135,6 @@ class Relay {
   // After a turn that ended on an empty socket: wait for the socket, or a moment (kGatherDelay)
   // when the turn handled only a few messages.
   void GatherOrWait(int handled);
-  void WaitForKafkaEvents();
-  void ArmPollTimer();
   Status HandleMessage(std::string_view message);
   void OnDelivery(const DeliveryReport& report);
 
@@ -173,6 +165,7 @@ class Relay {
   std::unique_ptr<Decoder> decoder_;
   RelayCounters counters_;
   std::unique_ptr<KafkaProducer> producer_;
+  std::unique_ptr<KafkaEventWatch> kafka_events_;
   std::unique_ptr<RecordPipeline> pipeline_;
   SourceConnector connector_;
   std::optional<ReplicationConnection> conn_;
@@ -180,9 +173,7 @@ class Relay {
   std::optional<int> restart_walsender_pid_;
 
   boost::asio::posix::stream_descriptor pg_socket_;
-  boost::asio::posix::stream_descriptor kafka_events_;
   boost::asio::steady_timer status_timer_;
-  boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
   ReceiveWatch receive_watch_;

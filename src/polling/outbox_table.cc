@@ -1,0 +1,202 @@
+#include "polling/outbox_table.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "pg/plain_connection.h"
+
+namespace walrelay {
+namespace {
+
+// The advisory lock's first key: "walr". The second is hashtext('<schema>.<table>').
+constexpr const char* kLeaseClass = "2002873458";
+
+std::string Ident(PGconn* conn, const std::string& name) {
+  PgBufferPtr quoted(PQescapeIdentifier(conn, name.c_str(), name.size()));
+  return quoted ? std::string(quoted.get()) : "\"" + name + "\"";
+}
+
+// A PostgreSQL array literal of `values`, each quoted, for `$1::<type>[]`.
+std::string ArrayLiteral(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += '"';
+    for (char c : values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+// Microseconds since the Unix epoch of a timestamptz expression, exact on every major (extract
+// gives a double before PostgreSQL 14).
+std::string EpochMicros(const std::string& ts) {
+  return "(extract(epoch from date_trunc('second', " + ts +
+         "))::bigint * 1000000 + extract(microseconds from " + ts + ")::bigint % 1000000)";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<OutboxTable>> OutboxTable::Open(const RelaySettings& settings) {
+  const std::string timeout =
+      std::to_string(std::max<int64_t>(1, settings.connect_timeout_ms / 1000));
+  std::string options;
+  if (settings.query_timeout_ms > 0)
+    options = "-c statement_timeout=" + std::to_string(settings.query_timeout_ms);
+  PgParams overrides = {{"connect_timeout", timeout}, {"application_name", "walrelay-polling"}};
+  if (!options.empty()) overrides.emplace_back("options", options);
+  auto conn = ConnectPlain(settings.pg_params, overrides, "polling the outbox table");
+  if (!conn.ok()) return conn.status();
+  std::unique_ptr<OutboxTable> table(new OutboxTable(settings, std::move(conn).value()));
+  WALRELAY_RETURN_IF_ERROR(table->Describe());
+  return table;
+}
+
+OutboxTable::OutboxTable(const RelaySettings& settings, PgConnPtr conn)
+    : settings_(settings), conn_(std::move(conn)) {}
+
+int OutboxTable::backend_pid() const { return PQbackendPID(conn_.get()); }
+
+Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
+                                       const std::vector<std::string>& params,
+                                       ExecStatusType expected) {
+  std::vector<const char*> values;
+  for (const auto& p : params) values.push_back(p.c_str());
+  PgResultPtr res(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                               values.data(), nullptr, nullptr, 0));
+  if (!res || PQresultStatus(res.get()) != expected) {
+    std::string why = res ? PQresultErrorMessage(res.get()) : PgErrorText(conn_.get());
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    if (why.empty()) why = PgErrorText(conn_.get());
+    // SQLSTATE class 42 (a table or column that is not there, a privilege missing) does not
+    // pass by retrying; anything else (a lost connection, a timeout, a conflict) may.
+    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    if (state != nullptr && std::string_view(state).starts_with("42")) {
+      return Status::Config("outbox table " + settings_.polling.schema + "." +
+                            settings_.polling.table + ": " + why);
+    }
+    return Status::Connection("outbox table " + settings_.polling.schema + "." +
+                              settings_.polling.table + ": " + why);
+  }
+  return res;
+}
+
+Status OutboxTable::Describe() {
+  const PollingSettings& polling = settings_.polling;
+  const std::string qualified = polling.schema + "." + polling.table;
+  shape_.schema = polling.schema;
+  shape_.table = polling.table;
+  // Columns as pgoutput's Relation message lists them: live, not generated (attgenerated
+  // exists from PostgreSQL 12 on, the oldest major walrelay supports is 13).
+  auto columns = Query(
+      "SELECT c.oid, a.attname, a.atttypid, a.atttypmod, "
+      "       coalesce(a.attnum = ANY(i.indkey), false), format_type(a.atttypid, a.atttypmod), "
+      "       a.attnotnull "
+      "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+      "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
+      "     AND a.attgenerated = '' "
+      "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
+      "WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p') ORDER BY a.attnum",
+      {polling.schema, polling.table}, PGRES_TUPLES_OK);
+  if (!columns.ok()) return columns.status();
+  PGresult* res = columns->get();
+  if (PQntuples(res) == 0) {
+    return Status::Config("'table.include.list': table " + qualified +
+                          " does not exist (or this user cannot see it); source.mode=polling "
+                          "reads it");
+  }
+  std::string mark_type;
+  bool mark_not_null = false;
+  for (int row = 0; row < PQntuples(res); ++row) {
+    OutboxShape::Column column;
+    shape_.relation_oid = static_cast<uint32_t>(std::stoul(PQgetvalue(res, row, 0)));
+    column.name = PQgetvalue(res, row, 1);
+    column.type_oid = static_cast<uint32_t>(std::stoul(PQgetvalue(res, row, 2)));
+    column.typmod = std::stoi(PQgetvalue(res, row, 3));
+    column.key = PQgetvalue(res, row, 4)[0] == 't';
+    if (column.name == polling.order_column) order_type_ = PQgetvalue(res, row, 5);
+    if (column.name == polling.mark_column) {
+      mark_type = PQgetvalue(res, row, 5);
+      mark_not_null = PQgetvalue(res, row, 6)[0] == 't';
+    }
+    shape_.columns.push_back(std::move(column));
+  }
+  if (order_type_.empty()) {
+    return Status::Config("'polling.order.column': table " + qualified + " has no column '" +
+                          polling.order_column +
+                          "' (rows are relayed in its order: add an identity column, see "
+                          "docs/outbox-polling.sql)");
+  }
+  if (!polling.marks_by_delete()) {
+    if (mark_type.empty()) {
+      return Status::Config("'polling.mark': table " + qualified + " has no column '" +
+                            polling.mark_column + "'");
+    }
+    if (!mark_type.starts_with("timestamp") || mark_not_null) {
+      return Status::Config("'polling.mark': column '" + polling.mark_column + "' of " + qualified +
+                            " must be a nullable timestamp or timestamptz column, it is " +
+                            mark_type + (mark_not_null ? " NOT NULL" : ""));
+    }
+  }
+
+  auto tracked = Query("SELECT current_setting('track_commit_timestamp')", {}, PGRES_TUPLES_OK);
+  if (!tracked.ok()) return tracked.status();
+  commit_times_tracked_ = std::string(PQgetvalue(tracked->get(), 0, 0)) == "on";
+
+  PGconn* conn = conn_.get();
+  const std::string table =
+      "ONLY " + Ident(conn, polling.schema) + "." + Ident(conn, polling.table);
+  // Qualified: the order column's text copy at the end of the select list has its name too.
+  const std::string order = "o." + Ident(conn, polling.order_column);
+  std::string select;
+  for (const auto& column : shape_.columns) select += "o." + Ident(conn, column.name) + ", ";
+  // A row's transaction commit time when PostgreSQL keeps it (NULL for a frozen xmin);
+  // otherwise, and then, when the statement read it.
+  const std::string commit_time =
+      commit_times_tracked_ ? "coalesce(pg_xact_commit_timestamp(o.xmin), statement_timestamp())"
+                            : "statement_timestamp()";
+  select += "o.xmin::text::bigint, " + EpochMicros(commit_time) + ", " + order + "::text";
+  const std::string unpublished =
+      polling.marks_by_delete() ? "" : " WHERE o." + Ident(conn, polling.mark_column) + " IS NULL";
+  read_sql_ = "SELECT " + select + " FROM " + table + " AS o" + unpublished + " ORDER BY " + order +
+              " LIMIT $1";
+  const std::string chosen =
+      " WHERE " + Ident(conn, polling.order_column) + " = ANY($1::" + order_type_ + "[])";
+  mark_sql_ = polling.marks_by_delete()
+                  ? "DELETE FROM " + table + chosen
+                  : "UPDATE " + table + " SET " + Ident(conn, polling.mark_column) + " = now()" +
+                        chosen + " AND " + Ident(conn, polling.mark_column) + " IS NULL";
+  return Status::Ok();
+}
+
+Result<bool> OutboxTable::TryTakeLease() {
+  auto res = Query(std::string("SELECT pg_try_advisory_lock(") + kLeaseClass + ", hashtext($1))",
+                   {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  return std::string(PQgetvalue(res->get(), 0, 0)) == "t";
+}
+
+Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit) {
+  auto res = Query(read_sql_, {std::to_string(limit)}, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  OutboxBatch batch;
+  batch.rows = PQntuples(res->get());
+  batch.columns = static_cast<int>(shape_.columns.size());
+  batch.result = std::move(res).value();
+  return batch;
+}
+
+Result<int64_t> OutboxTable::MarkPublished(const std::vector<std::string>& order_values) {
+  auto res = Query(mark_sql_, {ArrayLiteral(order_values)}, PGRES_COMMAND_OK);
+  if (!res.ok()) return res.status();
+  const char* affected = PQcmdTuples(res->get());
+  return static_cast<int64_t>(affected[0] ? std::stoll(affected) : 0);
+}
+
+}  // namespace walrelay

@@ -1,0 +1,305 @@
+#include "polling/polling_relay.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "delivery/acknowledged_only.h"
+
+namespace walrelay {
+
+Result<std::unique_ptr<PollingRelay>> PollingRelay::Create(RelaySettings settings,
+                                                           boost::asio::io_context& io) {
+  std::unique_ptr<PollingRelay> relay(new PollingRelay(std::move(settings), io));
+  WALRELAY_RETURN_IF_ERROR(relay->Build());
+  return relay;
+}
+
+PollingRelay::PollingRelay(RelaySettings settings, boost::asio::io_context& io)
+    : settings_(std::move(settings)),
+      io_(io),
+      poll_timer_(io),
+      connect_timer_(io),
+      shutdown_timer_(io),
+      backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms) {}
+
+PollingRelay::~PollingRelay() = default;
+
+Status PollingRelay::Build() {
+  auto producer = KafkaProducer::Create(
+      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
+      [this](const Status& failure) { OnProducerFailure(failure); }, settings_.ProvidedKafkaKeys());
+  if (!producer.ok()) return producer.status();
+  producer_ = std::move(producer).value();
+  kafka_events_ = std::make_unique<KafkaEventWatch>(io_, *producer_);
+  auto pipeline =
+      RecordPipeline::Create(settings_, *producer_, std::make_unique<AcknowledgedOnly>(), counters_,
+                             [this](Status failure) { OnPipelineFailure(failure); });
+  if (!pipeline.ok()) return pipeline.status();
+  pipeline_ = std::move(pipeline).value();
+  rows_ = std::make_unique<PolledRows>(catalog_.Lookups());
+  for (const auto& key : settings_.properties.UnreadKeys()) {
+    spdlog::warn("unknown configuration key '{}' is ignored", key);
+  }
+  return Status::Ok();
+}
+
+Status PollingRelay::Run() {
+  if (Status watching = kafka_events_->Start(); !watching.ok()) {
+    spdlog::error("{}", watching.ToString());
+    return watching;
+  }
+  Connect();
+  io_.run();
+  state_ = RelayState::kStopped;
+  return final_status_;
+}
+
+std::string PollingRelay::StaysConfirmed() const {
+  return "rows of " + settings_.polling.schema + "." + settings_.polling.table +
+         " not yet marked stay in the table and are relayed again";
+}
+
+// --- Connecting and the lease --------------------------------------------------------------
+
+void PollingRelay::Connect() {
+  if (stopping_ || finished_) return;
+  if (!table_) {
+    auto opened = OutboxTable::Open(settings_);
+    if (!opened.ok()) return ConnectionLost(opened.status());
+    table_ = std::move(opened).value();
+  }
+  auto lease = table_->TryTakeLease();
+  if (!lease.ok()) return ConnectionLost(lease.status());
+  if (!*lease) {
+    if (!standby_logged_) {
+      spdlog::info("another relay polls {}.{} (it holds the lease); waiting as a standby, asking "
+                   "again every {} ms (polling.lease.retry.ms)",
+                   settings_.polling.schema, settings_.polling.table,
+                   settings_.polling.lease_retry_ms);
+      standby_logged_ = true;
+    }
+    state_ = RelayState::kStandby;
+    connection_error_.clear();
+    backoff_.Succeeded();
+    return ScheduleConnect(std::chrono::milliseconds(settings_.polling.lease_retry_ms));
+  }
+  standby_logged_ = false;
+  connection_error_.clear();
+  state_ = RelayState::kStreaming;
+  pipeline_->StreamStarted(StreamStart{
+      SourceIdentity{"polling " + settings_.polling.schema + "." + settings_.polling.table, 1},
+      rows_->start(), Lsn(), false, std::nullopt});
+  if (!announced_) {
+    announced_ = true;
+    spdlog::info(
+        "polling {}.{} in {} order (batches of {}, every {} ms when idle; rows are {} once "
+        "Kafka acknowledged them{})",
+        settings_.polling.schema, settings_.polling.table, settings_.polling.order_column,
+        settings_.polling.batch_size, settings_.polling.interval_ms,
+        settings_.polling.marks_by_delete() ? std::string("deleted")
+                                            : "marked in column " + settings_.polling.mark_column,
+        table_->commit_times_tracked()
+            ? ""
+            : "; track_commit_timestamp is off: record timestamps are read times");
+  } else {
+    spdlog::info("polling {}.{} again", settings_.polling.schema, settings_.polling.table);
+  }
+  Poll();
+}
+
+void PollingRelay::ScheduleConnect(std::chrono::milliseconds delay) {
+  connect_timer_.expires_after(delay);
+  connect_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || finished_) return;
+    Connect();
+  });
+}
+
+void PollingRelay::ConnectionLost(const Status& cause) {
+  if (stopping_ || finished_) return;
+  // A table or column that is not there, or a privilege missing: retrying won't help.
+  if (cause.code() == ErrorCode::kConfig) return Fail(cause);
+  // The lease ends with the connection: the batch in flight is not marked by this connection
+  // (its rows are read again), and a standby may take over.
+  table_.reset();
+  poll_timer_.cancel();
+  connection_error_ = cause.message();
+  state_ = RelayState::kConnecting;
+  if (settings_.errors_max_retries >= 0 && backoff_.failures() >= settings_.errors_max_retries) {
+    return Fail(Status(cause.code(), cause.message() + " (after " +
+                                         std::to_string(backoff_.failures()) +
+                                         " retries, errors.max.retries)"));
+  }
+  const auto delay = backoff_.Failed();
+  spdlog::warn("{}; connecting again in {} ms", cause.message(), delay.count());
+  ScheduleConnect(delay);
+}
+
+// --- Polling -------------------------------------------------------------------------------
+
+void PollingRelay::SchedulePoll(std::chrono::milliseconds delay) {
+  poll_timer_.expires_after(delay);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || finished_) return;
+    Poll();
+  });
+}
+
+void PollingRelay::Poll() {
+  if (stopping_ || finished_ || paused_ || !table_ || batch_) return;
+  auto read = table_->ReadNext(settings_.polling.batch_size);
+  if (!read.ok()) return ConnectionLost(read.status());
+  backoff_.Succeeded();  // a read that worked: the connection is good again
+  if (read->rows == 0) {
+    return SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
+  }
+  Batch batch;
+  batch.full = read->rows >= settings_.polling.batch_size;
+  batch.order_values.reserve(static_cast<size_t>(read->rows));
+  for (int row = 0; row < read->rows; ++row) {
+    batch.order_values.emplace_back(PQgetvalue(read->result.get(), row, read->order_field()));
+  }
+  auto end = rows_->Decode(table_->shape(), *read, [this](const DecodedMessage& decoded) {
+    return pipeline_->Handle(decoded);
+  });
+  if (!end.ok()) return Fail(end.status());
+  batch.end = *end;
+  received_position_ = *end;
+  batch_ = std::move(batch);
+  MarkWhenAcknowledged();  // a batch whose records were all skipped is settled already
+}
+
+void PollingRelay::OnDelivery(const DeliveryReport& report) {
+  if (Status handled = pipeline_->OnDelivery(report); !handled.ok()) OnPipelineFailure(handled);
+  if (pipeline_->holding()) {
+    if (Status sent = pipeline_->SendHeld(); !sent.ok()) return Fail(sent);
+  }
+  MarkWhenAcknowledged();
+  if (stopping_ && pipeline_->inflight_records() == 0) FinishShutdown();
+}
+
+void PollingRelay::MarkWhenAcknowledged() {
+  if (!batch_ || pipeline_->Confirmable() < batch_->end) return;
+  // A record the error policy stopped on is never acknowledged, so a batch that gets here was
+  // delivered in full; a failure elsewhere (the producer) still marks nothing more.
+  if (!final_status_.ok()) return;
+  Batch batch = std::move(*batch_);
+  batch_.reset();
+  pipeline_->Confirmed(batch.end);
+  if (!table_) {
+    // The connection (and the lease) went while Kafka acknowledged: the rows are read again.
+    spdlog::info("{} rows acknowledged after the connection to PostgreSQL was lost are not marked "
+                 "and will be relayed again",
+                 batch.order_values.size());
+    return;
+  }
+  auto marked = table_->MarkPublished(batch.order_values);
+  if (!marked.ok()) return ConnectionLost(marked.status());
+  if (*marked < static_cast<int64_t>(batch.order_values.size())) {
+    spdlog::warn("{} of {} rows relayed from {}.{} were already gone or marked when this relay "
+                 "marked them (deleted by hand, or another process polls without the lease)",
+                 batch.order_values.size() - static_cast<size_t>(*marked),
+                 batch.order_values.size(), settings_.polling.schema, settings_.polling.table);
+  }
+  confirmed_position_ = batch.end.value();
+  if (stopping_) return;
+  if (batch.full) {
+    boost::asio::post(io_, [this] { Poll(); });
+  } else {
+    SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
+  }
+}
+
+void PollingRelay::OnPipelineFailure(Status status) { Fail(std::move(status)); }
+
+// --- Operating -----------------------------------------------------------------------------
+
+void PollingRelay::Pause() {
+  if (paused_) return;
+  paused_ = true;
+  poll_timer_.cancel();
+  spdlog::info("paused polling {}.{}", settings_.polling.schema, settings_.polling.table);
+}
+
+void PollingRelay::Resume() {
+  if (!paused_) return;
+  paused_ = false;
+  spdlog::info("resumed polling {}.{}", settings_.polling.schema, settings_.polling.table);
+  boost::asio::post(io_, [this] { Poll(); });
+}
+
+bool PollingRelay::Restart() {
+  if (stopping_) return false;
+  spdlog::info("restart requested: reconnecting to poll {}.{}", settings_.polling.schema,
+               settings_.polling.table);
+  table_.reset();
+  poll_timer_.cancel();
+  connection_error_ = "restarting";
+  state_ = RelayState::kConnecting;
+  backoff_.Succeeded();
+  ScheduleConnect(std::chrono::milliseconds(0));
+  return true;
+}
+
+// --- Stopping ------------------------------------------------------------------------------
+
+void PollingRelay::RequestStop() {
+  boost::asio::post(io_, [this] {
+    if (!stopping_)
+      spdlog::info("stop requested; waiting for Kafka to acknowledge in-flight records");
+    BeginShutdown();
+  });
+}
+
+void PollingRelay::Fail(Status status) {
+  RecordFailure(std::move(status));
+  BeginShutdown();
+}
+
+void PollingRelay::RecordFailure(Status status) {
+  if (!final_status_.ok()) return;  // the first failure is the cause; later ones follow from it
+  spdlog::error("{}; {}", status.ToString(), StaysConfirmed());
+  final_status_ = std::move(status);
+}
+
+void PollingRelay::OnProducerFailure(const Status& failure) {
+  RecordFailure(failure);
+  boost::asio::post(io_, [this] {
+    BeginShutdown();
+    FinishShutdown();
+  });
+}
+
+void PollingRelay::BeginShutdown() {
+  if (stopping_ || finished_) return;
+  stopping_ = true;
+  state_ = RelayState::kStopping;
+  poll_timer_.cancel();
+  connect_timer_.cancel();
+  if (pipeline_->inflight_records() == 0) return FinishShutdown();
+  shutdown_timer_.expires_after(std::chrono::milliseconds(settings_.shutdown_timeout_ms));
+  shutdown_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || finished_) return;
+    spdlog::warn("{} records still unacknowledged after shutdown.timeout.ms={}; exiting without "
+                 "marking their rows (they are relayed again on restart)",
+                 pipeline_->inflight_records(), settings_.shutdown_timeout_ms);
+    FinishShutdown();
+  });
+}
+
+void PollingRelay::FinishShutdown() {
+  if (finished_) return;
+  finished_ = true;
+  spdlog::info("stopped polling {}.{}", settings_.polling.schema, settings_.polling.table);
+  pipeline_->Stopping();
+  if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
+  for (auto* timer : {&poll_timer_, &connect_timer_, &shutdown_timer_}) timer->cancel();
+  kafka_events_->Stop();
+  table_.reset();
+  state_ = RelayState::kStopped;
+  io_.stop();
+}
+
+}  // namespace walrelay

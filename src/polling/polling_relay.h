@@ -1,0 +1,134 @@
+// PollingRelay: source.mode=polling. Relays the outbox table by reading it with ordinary
+// queries, for databases where logical replication is not available (docs/polling.md).
+//
+// The loop, one batch at a time:
+//   1. take the lease (polling/outbox_table.h): one relay polls a table at a time; the others
+//      are standbys that ask again every polling.lease.retry.ms;
+//   2. read the oldest unpublished rows (polling.batch.size, polling.order.column's order);
+//   3. hand them to the same record pipeline as the replication path (via polling/polled_rows.h,
+//      so the records are byte for byte the same), which produces them to Kafka;
+//   4. once the pipeline's ledger says every record of the batch is acknowledged (or
+//      dead-lettered / skipped by errors.tolerance), mark the rows published (delete them, or
+//      set polling.mark's column) and confirm the batch to the ledger;
+//   5. read the next batch at once when this one was full, else after polling.interval.ms.
+// A row is never marked before Kafka acknowledged its record, so a crash at any instant
+// repeats rows (they are read again) and never loses one. A record the error policy stops on
+// stops the relay with its rows unmarked. A lost connection drops the lease: the batch in
+// flight is not marked (its rows are read again, by this relay or a standby).
+//
+// Everything runs on one Asio io_context thread; the table's statements block it briefly
+// (bounded by database.query.timeout.ms), while no record is in flight. Exactly once is
+// refused at configuration (config/relay_settings.h).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+#include <vector>
+
+#include <boost/asio.hpp>
+
+#include "delivery/kafka_event_watch.h"
+#include "delivery/producer.h"
+#include "delivery/record_pipeline.h"
+#include "pg/source_catalog.h"
+#include "polling/outbox_table.h"
+#include "polling/polled_rows.h"
+#include "relay/backoff.h"
+#include "relay/running_relay.h"
+
+namespace walrelay {
+
+class PollingRelay final : public RunningRelay {
+ public:
+  // Builds the producer and the record pipeline; errors name the configuration key.
+  static Result<std::unique_ptr<PollingRelay>> Create(RelaySettings settings,
+                                                      boost::asio::io_context& io);
+  ~PollingRelay() override;
+  PollingRelay(const PollingRelay&) = delete;
+  PollingRelay& operator=(const PollingRelay&) = delete;
+
+  Status Run() override;
+  void RequestStop() override;
+
+  Lsn confirmed_lsn() const override { return Lsn(confirmed_position_.load()); }
+  RelayState state() const override { return state_.load(); }
+  std::string StaysConfirmed() const override;
+
+  void Pause() override;
+  void Resume() override;
+  bool Restart() override;
+  bool paused() const override { return paused_; }
+  bool connected() const override { return table_ != nullptr && state_ == RelayState::kStreaming; }
+  bool producer_ready() const override { return producer_ != nullptr; }
+  const Status& failure() const override { return final_status_; }
+  const std::string& connection_error() const override { return connection_error_; }
+  const RelaySettings& settings() const override { return settings_; }
+  const RelayCounters& counters() const override { return counters_; }
+  const RecordPipeline& pipeline() const override { return *pipeline_; }
+  const KafkaProducer& producer() const override { return *producer_; }
+  Lsn received_lsn() const override { return received_position_; }
+  SlotHealthSample slot_health() const override { return {}; }
+  uint64_t slot_stalls() const override { return 0; }
+
+ private:
+  PollingRelay(RelaySettings settings, boost::asio::io_context& io);
+  Status Build();
+
+  // Connecting and the lease.
+  void Connect();
+  void ScheduleConnect(std::chrono::milliseconds delay);
+  void ConnectionLost(const Status& cause);
+
+  // Polling.
+  void Poll();
+  void SchedulePoll(std::chrono::milliseconds delay);
+  void OnDelivery(const DeliveryReport& report);
+  // Marks the batch in flight once all of it is acknowledged.
+  void MarkWhenAcknowledged();
+  void OnPipelineFailure(Status status);
+
+  // Stopping.
+  void Fail(Status status);
+  void RecordFailure(Status status);
+  void OnProducerFailure(const Status& failure);
+  void BeginShutdown();
+  void FinishShutdown();
+
+  // The rows read last and not yet marked.
+  struct Batch {
+    Lsn end;                                // confirmable once all its records are acknowledged
+    std::vector<std::string> order_values;  // polling.order.column of its rows
+    bool full = false;                      // polling.batch.size rows: more may be waiting
+  };
+
+  RelaySettings settings_;
+  boost::asio::io_context& io_;
+  SourceCatalog catalog_{settings_};
+  RelayCounters counters_;
+  std::unique_ptr<KafkaProducer> producer_;
+  std::unique_ptr<KafkaEventWatch> kafka_events_;
+  std::unique_ptr<RecordPipeline> pipeline_;
+  std::unique_ptr<PolledRows> rows_;
+  std::unique_ptr<OutboxTable> table_;
+  std::optional<Batch> batch_;
+
+  boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer connect_timer_;
+  boost::asio::steady_timer shutdown_timer_;
+  Backoff backoff_;
+  bool standby_logged_ = false;
+  bool announced_ = false;  // the first start's log line, with the settings
+  bool paused_ = false;
+  bool stopping_ = false;
+  bool finished_ = false;
+  Status final_status_;
+  std::string connection_error_;
+  Lsn received_position_;
+  std::atomic<uint64_t> confirmed_position_{0};
+  std::atomic<RelayState> state_{RelayState::kConnecting};
+};
+
+}  // namespace walrelay

@@ -1,0 +1,315 @@
+// source.mode=polling against a real PostgreSQL and librdkafka's mock cluster: rows arrive in
+// order and are deleted (or stamped) only after Kafka acknowledged them; the records are byte
+// for byte those of the replication path; bad rows follow errors.tolerance and the dead-letter
+// topic as there; one relay polls at a time and a standby takes over; wrong keys fail at start
+// naming the key, table and column. Delivery through kill -9 with three instances on a real
+// broker: polling_broker_test.cc.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <csignal>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "devtools/child_process.h"
+#include "outbox_events.h"
+#include "relay_fixture.h"
+
+using namespace walrelay;
+using namespace walrelay::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+void AddPollingColumns(RelayFixture& fx) {
+  fx.Exec(ReadWholeFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/outbox-polling.sql"));
+}
+
+std::map<std::string, std::string> Polling(std::map<std::string, std::string> overrides = {}) {
+  overrides.emplace("source.mode", "polling");
+  overrides.emplace("polling.interval.ms", "50");
+  overrides.emplace("polling.lease.retry.ms", "200");
+  return overrides;
+}
+
+// Starts a polling relay and waits until it polls (or, with `standby`, waits for the lease).
+std::unique_ptr<devtools::ChildProcess> StartPolling(RelayFixture& fx, const std::string& config,
+                                                     bool standby = false) {
+  auto child = fx.SpawnRelay(config);
+  const bool started = devtools::WaitForFileContains(
+      fx.log_path(), standby ? "waiting as a standby" : "polling public.", 20s);
+  REQUIRE_MESSAGE(started, Log(fx));
+  return child;
+}
+
+std::vector<ConsumedRecord> ReadRecords(RelayFixture& fx, const std::vector<std::string>& topics,
+                                        size_t expected) {
+  auto reader = fx.Reader();
+  auto records = reader->ReadAtLeast(topics, expected, 60s);
+  REQUIRE(records.ok());
+  auto extra = reader->Poll(1500ms);
+  records->insert(records->end(), extra.begin(), extra.end());
+  return std::move(records).value();
+}
+
+int64_t Rows(RelayFixture& fx, const std::string& where = "") {
+  return std::stoll(fx.Value("SELECT count(*) FROM outbox" + where));
+}
+
+// Everything a consumer sees of a record but its topic and offset.
+using RecordBytes = std::tuple<int32_t, std::optional<std::string>, std::optional<std::string>,
+                               std::vector<std::pair<std::string, std::string>>, int64_t>;
+std::map<std::string, RecordBytes> ById(const std::vector<ConsumedRecord>& records) {
+  std::map<std::string, RecordBytes> out;
+  for (const auto& r : records) {
+    std::vector<std::pair<std::string, std::string>> headers;
+    for (const auto& h : r.headers) headers.emplace_back(h.key, h.value.value_or("(null)"));
+    out[HeaderValue(r, "id")] = {r.partition, r.key, r.value, headers, r.timestamp_ms};
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("polling: every row arrives once and in key order; a row is deleted only after Kafka "
+          "acknowledged its record") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  auto relay = StartPolling(fx, fx.WriteConfig("poll", Polling({{"polling.batch.size", "100"}})));
+
+  // 1,000 events in 10-row transactions: ten full batches and the rest.
+  for (int batch = 0; batch < 10; ++batch) {
+    std::string sql;
+    for (int i = 1; i <= 100; ++i) {
+      const int seq = batch * 100 + i;
+      sql += (i % 10 == 1 ? "BEGIN;" : "") + InsertEvent(seq) + (i % 10 == 0 ? "COMMIT;" : "");
+    }
+    fx.Exec(sql);
+  }
+  auto records = ReadRecords(fx, OutboxTopics(), 1000);
+  auto seen = CheckRecords(records);
+  CHECK(seen.size() == 1000);
+  CHECK(records.size() == 1000);  // a relay that is not disturbed repeats nothing
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+
+  // With the broker down nothing is acknowledged, so nothing may be deleted.
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  fx.Exec("BEGIN;" + InsertEvent(1001) + InsertEvent(1002) + "COMMIT;");
+  std::this_thread::sleep_for(3s);
+  CHECK(Rows(fx) == 2);
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 30s));
+  auto after = ReadRecords(fx, OutboxTopics(), 1002);
+  auto all = CheckRecords(after);
+  CHECK(all.count(1001) == 1);
+  CHECK(all.count(1002) == 1);
+  CHECK(relay->Running());
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  auto code = relay->Wait(20s);
+  REQUIRE(code.ok());
+  CHECK(*code == 0);
+}
+
+TEST_CASE("polling: the records are byte for byte those of the replication path (pgoutput)") {
+  devtools::PgSandboxOptions options;
+  // Commit times as the WAL has them, so record timestamps match too.
+  options.extra_settings = {"track_commit_timestamp=on"};
+  RelayFixture fx(options);
+  fx.UsePlugin("pgoutput");
+  AddPollingColumns(fx);
+  const std::map<std::string, std::string> same = {
+      {"transforms.outbox.table.fields.additional.placement",
+       "type:header:eventType,aggregateid:envelope:aggregate,created_at:header"},
+      {"transforms.outbox.table.expand.json.payload", "false"}};
+  auto cdc_overrides = same;
+  cdc_overrides["transforms.outbox.route.topic.replacement"] = "cdc.${routedByValue}";
+  auto cdc = fx.StartRelay(fx.WriteConfig("parity", cdc_overrides));
+  std::string sql = "BEGIN;";
+  for (int seq = 1; seq <= 30; ++seq)
+    sql += InsertEvent(seq) + (seq % 7 == 0 ? "COMMIT;BEGIN;" : "");
+  // Values that test the rendering: NULL payload, characters to escape.
+  sql += "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+         "('00000000-0000-4000-8000-0000000000f1', 'Order', 'tab\tand \"quote\"', 'Odd', NULL);"
+         "COMMIT;";
+  fx.Exec(sql);
+  const std::vector<std::string> cdc_topics = {"cdc.Order", "cdc.Customer", "cdc.Shipment"};
+  auto from_slot = ReadRecords(fx, cdc_topics, 31);
+  REQUIRE(from_slot.size() == 31);
+
+  auto poll_overrides = Polling(same);
+  poll_overrides["transforms.outbox.route.topic.replacement"] = "poll.${routedByValue}";
+  auto poller = StartPolling(fx, fx.WriteConfig("parity_poll", poll_overrides));
+  const std::vector<std::string> poll_topics = {"poll.Order", "poll.Customer", "poll.Shipment"};
+  auto from_table = ReadRecords(fx, poll_topics, 31);
+  REQUIRE(from_table.size() == 31);
+
+  const auto slot_records = ById(from_slot);
+  const auto table_records = ById(from_table);
+  REQUIRE(slot_records.size() == 31);
+  REQUIRE(table_records.size() == 31);
+  for (const auto& [id, bytes] : slot_records) {
+    auto it = table_records.find(id);
+    REQUIRE_MESSAGE(it != table_records.end(), id);
+    CHECK_MESSAGE(std::get<0>(it->second) == std::get<0>(bytes), id << " partition");
+    CHECK_MESSAGE(std::get<1>(it->second) == std::get<1>(bytes), id << " key");
+    CHECK_MESSAGE(std::get<2>(it->second) == std::get<2>(bytes), id << " value");
+    CHECK_MESSAGE(std::get<3>(it->second) == std::get<3>(bytes), id << " headers");
+    CHECK_MESSAGE(std::get<4>(it->second) == std::get<4>(bytes), id << " timestamp");
+  }
+  // The topics differ only by the replacement each relay was given.
+  for (const auto& r : from_table) CHECK(r.topic.starts_with("poll."));
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+}
+
+TEST_CASE("polling.mark=column: rows stay, stamped once acknowledged, and are not relayed again") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  fx.Exec("ALTER TABLE outbox ADD COLUMN published_at timestamptz;"
+          "CREATE INDEX outbox_unpublished ON outbox (seq) WHERE published_at IS NULL");
+  const std::string config =
+      fx.WriteConfig("stamp", Polling({{"polling.mark", "column:published_at"}}));
+  auto relay = StartPolling(fx, config);
+  std::string sql = "BEGIN;";
+  for (int seq = 1; seq <= 50; ++seq) sql += InsertEvent(seq);
+  fx.Exec(sql + "COMMIT;");
+  auto records = ReadRecords(fx, OutboxTopics(), 50);
+  CHECK(CheckRecords(records).size() == 50);
+  CHECK(Eventually([&] { return Rows(fx, " WHERE published_at IS NULL") == 0; }, 10s));
+  CHECK(Rows(fx) == 50);
+  CHECK(fx.Value("SELECT count(*) FROM outbox WHERE published_at > now() - interval '1 minute'") ==
+        "50");
+  // A restart reads only unpublished rows.
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  relay = StartPolling(fx, config);
+  fx.Exec("BEGIN;" + InsertEvent(51) + "COMMIT;");
+  auto again = ReadRecords(fx, OutboxTopics(), 51);
+  auto seen = CheckRecords(again);
+  CHECK(again.size() == 51);
+  CHECK(seen.count(51) == 1);
+}
+
+TEST_CASE("polling: bad rows follow errors.tolerance and the dead-letter topic as on the "
+          "replication path") {
+  RelayFixture fx;
+  // A table whose columns may be NULL, so rows can lack a routing value.
+  fx.Exec("CREATE TABLE public.loose (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, "
+          "type text, payload jsonb, seq bigint GENERATED ALWAYS AS IDENTITY)");
+  const std::string row = "INSERT INTO loose (id, aggregatetype, aggregateid, type, payload) "
+                          "VALUES ('00000000-0000-4000-8000-0000000000";
+  fx.Exec(row + "01', NULL, 'k1', 'NoRoute', '{\"n\": 1}')");        // null routing value
+  fx.Exec(row + "02', 'Bad Name!', 'k2', 'Denied', '{\"n\": 2}')");  // a topic Kafka forbids
+  fx.Exec(row + "03', 'Order', 'k3', 'Fine', '{\"n\": 3}')");
+
+  SUBCASE("errors.tolerance=all: dead letters as the replication path writes them") {
+    auto relay = StartPolling(
+        fx,
+        fx.WriteConfig("dlq", Polling({{"table.include.list", "public.loose"},
+                                       {"errors.tolerance", "all"},
+                                       {"errors.deadletterqueue.topic.name", "walrelay-dlq"}})));
+    auto dead = ReadRecords(fx, {"walrelay-dlq"}, 2);
+    REQUIRE_MESSAGE(dead.size() == 2, Log(fx));
+    std::map<std::string, ConsumedRecord> by_id;
+    for (const auto& r : dead) {
+      const std::string id = HeaderValue(r, "__walrelay.errors.event.id");
+      by_id[id == "(missing)" ? r.key.value_or("") : id] = r;
+    }
+    const auto& no_route = by_id["{\"id\":\"00000000-0000-4000-8000-000000000001\"}"];
+    CHECK(HeaderValue(no_route, "__connect.errors.stage") == "TRANSFORMATION");
+    CHECK(HeaderValue(no_route, "__walrelay.errors.table") == "public.loose");
+    CHECK(HeaderValue(no_route, "__connect.errors.exception.message").find("aggregatetype") !=
+          std::string::npos);
+    CHECK(no_route.value.value_or("").find("\"op\":\"c\"") != std::string::npos);
+    const auto& refused = by_id["00000000-0000-4000-8000-000000000002"];
+    CHECK(HeaderValue(refused, "__connect.errors.stage") == "KAFKA_PRODUCE");
+    CHECK(HeaderValue(refused, "__connect.errors.exception.class.name") == "TOPIC_EXCEPTION");
+    CHECK(refused.value.value_or("") == "{\"n\": 2}");
+    auto good = ReadRecords(fx, {"outbox.event.Order"}, 1);
+    REQUIRE(good.size() == 1);
+    CHECK(HeaderValue(good[0], "id") == "00000000-0000-4000-8000-000000000003");
+    // Dead-lettered rows count as relayed: all three are deleted.
+    CHECK(Eventually([&] { return fx.Value("SELECT count(*) FROM loose") == "0"; }, 10s));
+    CHECK(relay->Running());
+  }
+  SUBCASE("errors.tolerance=none: the relay stops on the first bad row and deletes nothing") {
+    auto relay =
+        fx.SpawnRelay(fx.WriteConfig("strict", Polling({{"table.include.list", "public.loose"}})));
+    auto code = relay->Wait(30s);
+    REQUIRE_MESSAGE(code.ok(), "the relay kept running:\n" << Log(fx));
+    CHECK(*code == 6);
+    const std::string log = Log(fx);
+    CHECK(log.find("aggregatetype") != std::string::npos);
+    CHECK(log.find("00000000-0000-4000-8000-000000000001") != std::string::npos);
+    CHECK(log.find("not yet marked stay in the table") != std::string::npos);
+    CHECK(fx.Value("SELECT count(*) FROM loose") == "3");
+  }
+}
+
+TEST_CASE("polling: one relay polls at a time; a standby takes the lease when it dies") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  const std::string config = fx.WriteConfig("lease", Polling());
+  auto active = StartPolling(fx, config);
+  const std::string active_log = fx.log_path();
+  auto standby = StartPolling(fx, config, /*standby=*/true);
+  const std::string standby_log = fx.log_path();
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  CHECK(ReadRecords(fx, OutboxTopics(), 1).size() == 1);
+  CHECK(devtools::ReadFile(standby_log).find("polling public.outbox in") == std::string::npos);
+
+  REQUIRE(active->Kill(SIGKILL).ok());
+  REQUIRE(active->Wait(10s).ok());
+  CHECK(devtools::WaitForFileContains(standby_log, "polling public.outbox in", 20s));
+  fx.Exec("BEGIN;" + InsertEvent(2) + "COMMIT;");
+  auto records = ReadRecords(fx, OutboxTopics(), 2);
+  auto seen = CheckRecords(records);
+  CHECK(seen.count(2) == 1);
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+  CHECK(standby->Running());
+  (void)active_log;
+}
+
+TEST_CASE("polling: wrong keys fail at start naming the key, table and column") {
+  RelayFixture fx;
+  auto run = [&](const std::map<std::string, std::string>& overrides) {
+    return fx.RunCommand({"run", "--config", fx.WriteConfig("bad", Polling(overrides))});
+  };
+  SUBCASE("no order column") {
+    auto [code, out] = run({});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("'polling.order.column': table public.outbox has no column 'seq'") !=
+                      std::string::npos,
+                  out);
+  }
+  SUBCASE("a table that is not there") {
+    AddPollingColumns(fx);
+    auto [code, out] = run({{"table.include.list", "public.nosuch"}});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("table public.nosuch does not exist") != std::string::npos, out);
+  }
+  SUBCASE("a mark column that is not a nullable timestamp") {
+    AddPollingColumns(fx);
+    auto [code, out] = run({{"polling.mark", "column:type"}});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("'polling.mark': column 'type' of public.outbox must be a nullable "
+                           "timestamp") != std::string::npos,
+                  out);
+  }
+  SUBCASE("exactly once") {
+    auto [code, out] = run({{"exactly.once.support", "required"}});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("'exactly.once.support' is not supported with 'source.mode'=polling") !=
+                      std::string::npos,
+                  out);
+  }
+  SUBCASE("more than one table") {
+    auto [code, out] = run({{"table.include.list", "public.outbox,public.other"}});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("'table.include.list' must name exactly one table") != std::string::npos,
+                  out);
+  }
+}

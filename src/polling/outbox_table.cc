@@ -145,6 +145,32 @@ Status OutboxTable::Describe() {
     }
   }
 
+  // A missing privilege said at start, with the statement that grants it, rather than at the
+  // first mark, after records went out.
+  const std::string mark_privilege =
+      polling.marks_by_delete() ? "DELETE" : "UPDATE (" + polling.mark_column + ")";
+  auto privileges =
+      Query("SELECT current_user, has_table_privilege($1, 'SELECT'), " +
+                std::string(polling.marks_by_delete() ? "has_table_privilege($1, 'DELETE')"
+                                                      : "has_column_privilege($1, $2, 'UPDATE')"),
+            polling.marks_by_delete() ? std::vector<std::string>{qualified}
+                                      : std::vector<std::string>{qualified, polling.mark_column},
+            PGRES_TUPLES_OK);
+  if (!privileges.ok()) return privileges.status();
+  const std::string user = PQgetvalue(privileges->get(), 0, 0);
+  for (int field : {1, 2}) {
+    if (PQgetvalue(privileges->get(), 0, field)[0] == 't') continue;
+    const std::string missing = field == 1 ? "SELECT" : mark_privilege;
+    return Status::Config(
+        "user '" + user + "' lacks " + missing + " on " + qualified +
+        ", which source.mode=polling needs (" +
+        (field == 1 ? "to read it"
+                    : "polling.mark=" + std::string(polling.marks_by_delete()
+                                                        ? "delete"
+                                                        : "column:" + polling.mark_column)) +
+        "): GRANT SELECT, " + mark_privilege + " ON " + qualified + " TO " + user);
+  }
+
   auto tracked = Query("SELECT current_setting('track_commit_timestamp')", {}, PGRES_TUPLES_OK);
   if (!tracked.ok()) return tracked.status();
   commit_times_tracked_ = std::string(PQgetvalue(tracked->get(), 0, 0)) == "on";
@@ -180,6 +206,18 @@ Result<bool> OutboxTable::TryTakeLease() {
                    {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   return std::string(PQgetvalue(res->get(), 0, 0)) == "t";
+}
+
+Result<std::optional<int>> OutboxTable::LeaseHolder() {
+  auto res =
+      Query(std::string("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                        "AND classid = ") +
+                kLeaseClass +
+                " AND objid = (hashtext($1)::bigint & 4294967295)::text::oid AND objsubid = 2",
+            {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  if (PQntuples(res->get()) == 0) return std::optional<int>();
+  return std::optional<int>(std::stoi(PQgetvalue(res->get(), 0, 0)));
 }
 
 Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit) {

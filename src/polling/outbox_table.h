@@ -10,14 +10,15 @@
 // - MarkPublished(rows): deletes them, or sets their mark column to now(); only rows whose
 //   records Kafka acknowledged are ever passed here (polling/polling_relay.h).
 //
-// Open() checks the table and the columns the keys name, so a wrong key fails at start with
-// the table, column and key in the message. Every call blocks (bounded by
-// database.query.timeout.ms); errors are kConnection (the caller reconnects) unless the table
-// itself is wrong (kConfig).
+// Open() checks the table, the columns the keys name and the user's privileges on them, so a
+// wrong key or a missing GRANT fails at start with the table, column and key in the message. Every
+// call blocks (bounded by database.query.timeout.ms); errors are kConnection (the caller
+// reconnects) unless the table itself is wrong (kConfig).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ class OutboxTable {
   static Result<std::unique_ptr<OutboxTable>> Open(const RelaySettings& settings);
 
   Result<bool> TryTakeLease();
+  // The backend pid holding the lease, if any relay holds it (for `walrelay validate`).
+  Result<std::optional<int>> LeaseHolder();
   Result<OutboxBatch> ReadNext(int64_t limit);
   // `order_values`: the order column's values (OutboxBatch::order_field) of the rows to mark.
   // Returns how many rows it marked.

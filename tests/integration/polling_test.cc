@@ -257,6 +257,13 @@ TEST_CASE("polling: one relay polls at a time; a standby takes the lease when it
   const std::string active_log = fx.log_path();
   auto standby = StartPolling(fx, config, /*standby=*/true);
   const std::string standby_log = fx.log_path();
+  // `validate` reports the table and who holds the lease.
+  auto [validated, report] = fx.RunCommand({"validate", "--config", config});
+  CHECK_MESSAGE(validated == 0, report);
+  CHECK_MESSAGE(report.find("polling public.outbox (source.mode=polling)") != std::string::npos,
+                report);
+  CHECK_MESSAGE(report.find("lease:               held by backend pid") != std::string::npos,
+                report);
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   CHECK(ReadRecords(fx, OutboxTopics(), 1).size() == 1);
   CHECK(devtools::ReadFile(standby_log).find("polling public.outbox in") == std::string::npos);
@@ -297,6 +304,16 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'polling.mark': column 'type' of public.outbox must be a nullable "
                            "timestamp") != std::string::npos,
+                  out);
+  }
+  SUBCASE("a user who may read but not delete") {
+    AddPollingColumns(fx);
+    fx.Exec("CREATE ROLE reader LOGIN; GRANT SELECT ON outbox TO reader");
+    auto [code, out] = run({{"database.user", "reader"}});
+    CHECK(code == 2);
+    CHECK_MESSAGE(out.find("user 'reader' lacks DELETE on public.outbox") != std::string::npos,
+                  out);
+    CHECK_MESSAGE(out.find("GRANT SELECT, DELETE ON public.outbox TO reader") != std::string::npos,
                   out);
   }
   SUBCASE("exactly once") {

@@ -50,6 +50,7 @@ Status PollingRelay::Run() {
     spdlog::error("{}", watching.ToString());
     return watching;
   }
+  progress_log_.Start();
   Connect();
   io_.run();
   state_ = RelayState::kStopped;
@@ -297,6 +298,7 @@ void PollingRelay::FinishShutdown() {
   if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
   for (auto* timer : {&poll_timer_, &connect_timer_, &shutdown_timer_}) timer->cancel();
   kafka_events_->Stop();
+  progress_log_.Stop();
   table_.reset();
   state_ = RelayState::kStopped;
   io_.stop();

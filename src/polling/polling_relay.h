@@ -37,6 +37,7 @@
 #include "polling/outbox_table.h"
 #include "polling/polled_rows.h"
 #include "relay/backoff.h"
+#include "relay/progress_log.h"
 #include "relay/running_relay.h"
 
 namespace walrelay {
@@ -119,6 +120,7 @@ class PollingRelay final : public RunningRelay {
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer shutdown_timer_;
   Backoff backoff_;
+  ProgressLog progress_log_{io_, *this};
   bool standby_logged_ = false;
   bool announced_ = false;  // the first start's log line, with the settings
   bool paused_ = false;

@@ -7,6 +7,27 @@
 
 namespace walrelay {
 
+ProgressLog::ProgressLog(boost::asio::io_context& io, const RunningRelay& relay)
+    : relay_(relay), timer_(io) {}
+
+void ProgressLog::Start() {
+  errors_retry_timeout_ms_ = relay_.settings().errors_retry_timeout_ms;
+  last_time_ = std::chrono::steady_clock::now();
+  Arm();
+}
+
+void ProgressLog::Arm() {
+  const int64_t interval_ms = relay_.settings().progress_interval_ms;
+  if (interval_ms <= 0) return;
+  timer_.expires_after(std::chrono::milliseconds(interval_ms));
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || relay_.state() == RelayState::kStopped) return;
+    Report(relay_.counters(), relay_.pipeline(), relay_.ReplicationLagSeconds(),
+           relay_.paused() ? "PAUSED" : RelayStateName(relay_.state()));
+    Arm();
+  });
+}
+
 void ProgressLog::Report(const RelayCounters& counters, const RecordPipeline& pipeline,
                          double lag_seconds, const char* state) {
   uint64_t read = 0;

@@ -9,26 +9,34 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <utility>  // Boost 1.74's Asio uses std::exchange without including it
+
+#include <boost/asio.hpp>
 
 #include "delivery/record_pipeline.h"
+#include "relay/running_relay.h"
 #include "status/metrics.h"
 
 namespace walrelay {
 
 class ProgressLog {
  public:
-  explicit ProgressLog(int64_t errors_retry_timeout_ms)
-      : errors_retry_timeout_ms_(errors_retry_timeout_ms) {}
+  // Reports on `relay` every log.progress.interval.ms (none when it is 0) on `io`'s loop thread,
+  // from Start() until Stop().
+  ProgressLog(boost::asio::io_context& io, const RunningRelay& relay);
 
-  // Starts the first interval.
-  void Start() { last_time_ = std::chrono::steady_clock::now(); }
-  void Report(const RelayCounters& counters, const RecordPipeline& pipeline, double lag_seconds,
-              const char* state);
+  void Start();
+  void Stop() { timer_.cancel(); }
 
  private:
+  void Arm();
+  void Report(const RelayCounters& counters, const RecordPipeline& pipeline, double lag_seconds,
+              const char* state);
   void WarnIfStalled(const RecordPipeline& pipeline);
 
-  int64_t errors_retry_timeout_ms_;
+  const RunningRelay& relay_;
+  boost::asio::steady_timer timer_;
+  int64_t errors_retry_timeout_ms_ = -1;
   uint64_t last_read_ = 0;
   uint64_t last_acked_ = 0;
   std::chrono::steady_clock::time_point last_time_;

@@ -47,12 +47,11 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       receive_watch_(
           io, settings_.receive_timeout_ms, [this] { SendStatus(true); },
           [this](const Status& silent) { ConnectionLost(silent); }),
-      progress_timer_(io),
       caught_up_timer_(io),
       boundary_timer_(io),
       gather_timer_(io),
       backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms),
-      progress_log_(settings_.errors_retry_timeout_ms) {}
+      progress_log_(io, *this) {}
 
 Relay::~Relay() = default;
 
@@ -96,7 +95,6 @@ Status Relay::Run() {
   }
   ArmStatusTimer();
   progress_log_.Start();
-  ArmProgressTimer();
   StartSlotHealthWatch();
   TryConnect();
   io_.run();
@@ -397,17 +395,6 @@ void Relay::ArmBoundaryTimer() {
   });
 }
 
-void Relay::ArmProgressTimer() {
-  if (settings_.progress_interval_ms <= 0) return;
-  progress_timer_.expires_after(std::chrono::milliseconds(settings_.progress_interval_ms));
-  progress_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || finished_) return;
-    progress_log_.Report(counters_, *pipeline_, ReplicationLagSeconds(),
-                         paused_ ? "PAUSED" : RelayStateName(state_));
-    ArmProgressTimer();
-  });
-}
-
 // --- Operating: pause, resume, restart, observers -----------------------------------------
 
 void Relay::Pause() {
@@ -563,11 +550,12 @@ void Relay::FinishShutdown() {
   pipeline_->Stopping();
   if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
   boost::system::error_code ignored;
-  for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &progress_timer_,
-                      &caught_up_timer_, &boundary_timer_, &gather_timer_}) {
+  for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &caught_up_timer_,
+                      &boundary_timer_, &gather_timer_}) {
     timer->cancel();
   }
   receive_watch_.Stop();
+  progress_log_.Stop();
   kafka_events_->Stop();
   CloseConnection();
   state_ = RelayState::kStopped;

@@ -144,7 +144,6 @@ class Relay final : public RunningRelay {
   void ConfirmWhenCaughtUp();
   // Commits an idle Kafka transaction when its boundary interval has passed.
   void ArmBoundaryTimer();
-  void ArmProgressTimer();
 
   // Stopping.
   void StartSlotHealthWatch();
@@ -177,7 +176,6 @@ class Relay final : public RunningRelay {
   boost::asio::steady_timer shutdown_timer_;
   boost::asio::steady_timer connect_timer_;
   ReceiveWatch receive_watch_;
-  boost::asio::steady_timer progress_timer_;
   boost::asio::steady_timer caught_up_timer_;
   boost::asio::steady_timer boundary_timer_;
   boost::asio::steady_timer gather_timer_;

@@ -79,7 +79,9 @@ TEST_CASE("polling: every row arrives once and in key order; a row is deleted on
           "acknowledged its record") {
   RelayFixture fx;
   AddPollingColumns(fx);
-  auto relay = StartPolling(fx, fx.WriteConfig("poll", Polling({{"polling.batch.size", "100"}})));
+  auto relay =
+      StartPolling(fx, fx.WriteConfig("poll", Polling({{"polling.batch.size", "100"},
+                                                       {"log.progress.interval.ms", "500"}})));
 
   // 1,000 events in 10-row transactions: ten full batches and the rest.
   for (int batch = 0; batch < 10; ++batch) {
@@ -94,6 +96,7 @@ TEST_CASE("polling: every row arrives once and in key order; a row is deleted on
   auto seen = CheckRecords(records);
   CHECK(seen.size() == 1000);
   CHECK(records.size() == 1000);  // a relay that is not disturbed repeats nothing
+  CHECK(devtools::WaitForFileContains(fx.log_path(), "records/s acked", 5s));
   CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
 
   // With the broker down nothing is acknowledged, so nothing may be deleted.

@@ -13,10 +13,11 @@
 #
 # RELAY_EXTRA_CONFIG (JSON members) goes into every walrelay config written; set it for one
 # call (RELAY_EXTRA_CONFIG=... relay_run ...) to run one walrelay with other settings.
+# RELAY_DB_USER (default postgres) is the database user walrelay connects as.
 
 # --- PostgreSQL ---------------------------------------------------------------------------
-start_postgres() {
-  start_bench_postgres
+start_postgres() {  # [postgresql.conf line...], passed to start_bench_postgres
+  start_bench_postgres "$@"
   # pgoutput reads through a publication (walrelay's default name). Publishing only the outbox
   # keeps the unrelated table's rows out of both pgoutput readers, as wal2json's add-tables does
   # for its readers; the walsender still decodes every change either way. walrelay's default
@@ -85,7 +86,7 @@ write_config() {  # slot plugin [tag] -> config path
 {"name": "bench-$1", "config": {
   "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
   "database.hostname": "127.0.0.1", "database.port": "$PORT",
-  "database.user": "postgres", "database.dbname": "postgres",
+  "database.user": "${RELAY_DB_USER:-postgres}", "database.dbname": "postgres",
   "plugin.name": "$2", "publication.name": "$PUBLICATION", "slot.name": "$1", "slot.create": "false",
   "table.include.list": "public.outbox", "topic.prefix": "bench",
   "listeners": "http://127.0.0.1:0",

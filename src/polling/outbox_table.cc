@@ -188,10 +188,14 @@ Status OutboxTable::Describe() {
       commit_times_tracked_ ? "coalesce(pg_xact_commit_timestamp(o.xmin), statement_timestamp())"
                             : "statement_timestamp()";
   select += "o.xmin::text::bigint, " + EpochMicros(commit_time) + ", " + order + "::text";
+  // Rows still in flight ($2) are left out: their records are on their way to Kafka.
+  const std::string in_flight = "NOT (" + order + " = ANY($2::" + order_type_ + "[]))";
   const std::string unpublished =
-      polling.marks_by_delete() ? "" : " WHERE o." + Ident(conn, polling.mark_column) + " IS NULL";
-  read_sql_ = "SELECT " + select + " FROM " + table + " AS o" + unpublished + " ORDER BY " + order +
-              " LIMIT $1";
+      polling.marks_by_delete()
+          ? in_flight
+          : "o." + Ident(conn, polling.mark_column) + " IS NULL AND " + in_flight;
+  read_sql_ = "SELECT " + select + " FROM " + table + " AS o WHERE " + unpublished + " ORDER BY " +
+              order + " LIMIT $1";
   const std::string chosen =
       " WHERE " + Ident(conn, polling.order_column) + " = ANY($1::" + order_type_ + "[])";
   mark_sql_ = polling.marks_by_delete()
@@ -220,8 +224,9 @@ Result<std::optional<int>> OutboxTable::LeaseHolder() {
   return std::optional<int>(std::stoi(PQgetvalue(res->get(), 0, 0)));
 }
 
-Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit) {
-  auto res = Query(read_sql_, {std::to_string(limit)}, PGRES_TUPLES_OK);
+Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit,
+                                          const std::vector<std::string>& in_flight) {
+  auto res = Query(read_sql_, {std::to_string(limit), ArrayLiteral(in_flight)}, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   OutboxBatch batch;
   batch.rows = PQntuples(res->get());

@@ -5,8 +5,9 @@
 //   time polls it (per-key order needs one reader: docs/polling.md). It is held until this
 //   connection ends; PostgreSQL frees it when the process dies or the connection breaks, and a
 //   standby takes it at its next try.
-// - ReadNext(limit): the oldest unpublished rows in polling.order.column's order: every row
-//   (polling.mark=delete) or the rows whose mark column is NULL. One statement, one snapshot.
+// - ReadNext(limit, in_flight): the oldest unpublished rows in polling.order.column's order:
+//   every row (polling.mark=delete) or the rows whose mark column is NULL, but those still in
+//   flight. One statement, one snapshot.
 // - MarkPublished(rows): deletes them, or sets their mark column to now(); only rows whose
 //   records Kafka acknowledged are ever passed here (polling/polling_relay.h).
 //
@@ -61,7 +62,8 @@ class OutboxTable {
   Result<bool> TryTakeLease();
   // The backend pid holding the lease, if any relay holds it (for `walrelay validate`).
   Result<std::optional<int>> LeaseHolder();
-  Result<OutboxBatch> ReadNext(int64_t limit);
+  // `in_flight`: order values of rows read before and not yet marked, left out.
+  Result<OutboxBatch> ReadNext(int64_t limit, const std::vector<std::string>& in_flight);
   // `order_values`: the order column's values (OutboxBatch::order_field) of the rows to mark.
   // Returns how many rows it marked.
   Result<int64_t> MarkPublished(const std::vector<std::string>& order_values);

@@ -141,23 +141,37 @@ void PollingRelay::ConnectionLost(const Status& cause) {
 // --- Polling -------------------------------------------------------------------------------
 
 void PollingRelay::SchedulePoll(std::chrono::milliseconds delay) {
-  poll_timer_.expires_after(delay);
+  poll_timer_.expires_after(delay);  // replaces a wait already armed
   poll_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || finished_) return;
     Poll();
   });
 }
 
+void PollingRelay::PollSoon() {
+  if (poll_posted_) return;
+  poll_posted_ = true;
+  boost::asio::post(io_, [this] {
+    poll_posted_ = false;
+    Poll();
+  });
+}
+
 void PollingRelay::Poll() {
-  if (stopping_ || finished_ || paused_ || !table_ || batch_) return;
-  auto read = table_->ReadNext(settings_.polling.batch_size);
+  if (stopping_ || finished_ || paused_ || !table_) return;
+  // Full: a batch marked (MarkWhenAcknowledged) or room in the pipeline asks again.
+  if (batches_.size() >= kBatchesInFlight || pipeline_->Backpressured()) return;
+  std::vector<std::string> in_flight;
+  for (const auto& batch : batches_)
+    in_flight.insert(in_flight.end(), batch.order_values.begin(), batch.order_values.end());
+  auto read = table_->ReadNext(settings_.polling.batch_size, in_flight);
   if (!read.ok()) return ConnectionLost(read.status());
   backoff_.Succeeded();  // a read that worked: the connection is good again
+  last_read_full_ = read->rows >= settings_.polling.batch_size;
   if (read->rows == 0) {
     return SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
   }
   Batch batch;
-  batch.full = read->rows >= settings_.polling.batch_size;
   batch.order_values.reserve(static_cast<size_t>(read->rows));
   for (int row = 0; row < read->rows; ++row) {
     batch.order_values.emplace_back(PQgetvalue(read->result.get(), row, read->order_field()));
@@ -168,7 +182,13 @@ void PollingRelay::Poll() {
   if (!end.ok()) return Fail(end.status());
   batch.end = *end;
   received_position_ = *end;
-  batch_ = std::move(batch);
+  batches_.push_back(std::move(batch));
+  // More rows are likely waiting after a full batch: read them while this one is in flight.
+  if (last_read_full_) {
+    PollSoon();
+  } else {
+    SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
+  }
   MarkWhenAcknowledged();  // a batch whose records were all skipped is settled already
 }
 
@@ -182,35 +202,40 @@ void PollingRelay::OnDelivery(const DeliveryReport& report) {
 }
 
 void PollingRelay::MarkWhenAcknowledged() {
-  if (!batch_ || pipeline_->Confirmable() < batch_->end) return;
   // A record the error policy stopped on is never acknowledged, so a batch that gets here was
   // delivered in full; a failure elsewhere (the producer) still marks nothing more.
   if (!final_status_.ok()) return;
-  Batch batch = std::move(*batch_);
-  batch_.reset();
-  pipeline_->Confirmed(batch.end);
+  // The ledger confirms in order: the batches it passed are the oldest ones, all delivered.
+  const Lsn confirmable = pipeline_->Confirmable();
+  std::vector<std::string> rows;
+  Lsn end;
+  while (!batches_.empty() && batches_.front().end <= confirmable) {
+    Batch& batch = batches_.front();
+    rows.insert(rows.end(), std::make_move_iterator(batch.order_values.begin()),
+                std::make_move_iterator(batch.order_values.end()));
+    end = batch.end;
+    batches_.pop_front();
+  }
+  if (rows.empty()) return;
+  pipeline_->Confirmed(end);
   if (!table_) {
     // The connection (and the lease) went while Kafka acknowledged: the rows are read again.
     spdlog::info("{} rows acknowledged after the connection to PostgreSQL was lost are not marked "
                  "and will be relayed again",
-                 batch.order_values.size());
+                 rows.size());
     return;
   }
-  auto marked = table_->MarkPublished(batch.order_values);
+  auto marked = table_->MarkPublished(rows);
   if (!marked.ok()) return ConnectionLost(marked.status());
-  if (*marked < static_cast<int64_t>(batch.order_values.size())) {
+  if (*marked < static_cast<int64_t>(rows.size())) {
     spdlog::warn("{} of {} rows relayed from {}.{} were already gone or marked when this relay "
                  "marked them (deleted by hand, or another process polls without the lease)",
-                 batch.order_values.size() - static_cast<size_t>(*marked),
-                 batch.order_values.size(), settings_.polling.schema, settings_.polling.table);
+                 rows.size() - static_cast<size_t>(*marked), rows.size(), settings_.polling.schema,
+                 settings_.polling.table);
   }
-  confirmed_position_ = batch.end.value();
-  if (stopping_) return;
-  if (batch.full) {
-    boost::asio::post(io_, [this] { Poll(); });
-  } else {
-    SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
-  }
+  confirmed_position_ = end.value();
+  // A read that found the pipeline full waits for room; after a short read the timer reads.
+  if (last_read_full_) PollSoon();
 }
 
 void PollingRelay::OnPipelineFailure(Status status) { Fail(std::move(status)); }

@@ -1,7 +1,7 @@
 // PollingRelay: source.mode=polling. Relays the outbox table by reading it with ordinary
 // queries, for databases where logical replication is not available (docs/polling.md).
 //
-// The loop, one batch at a time:
+// The loop:
 //   1. take the lease (polling/outbox_table.h): one relay polls a table at a time; the others
 //      are standbys that ask again every polling.lease.retry.ms;
 //   2. read the oldest unpublished rows (polling.batch.size, polling.order.column's order);
@@ -10,18 +10,20 @@
 //   4. once the pipeline's ledger says every record of the batch is acknowledged (or
 //      dead-lettered / skipped by errors.tolerance), mark the rows published (delete them, or
 //      set polling.mark's column) and confirm the batch to the ledger;
-//   5. read the next batch at once when this one was full, else after polling.interval.ms.
+//   5. read the next batch at once when this one was full (up to kBatchesInFlight batches are in
+//      flight; a read leaves out the rows of those), else after polling.interval.ms.
 // A row is never marked before Kafka acknowledged its record, so a crash at any instant
 // repeats rows (they are read again) and never loses one. A record the error policy stops on
 // stops the relay with its rows unmarked. A lost connection drops the lease: the batch in
 // flight is not marked (its rows are read again, by this relay or a standby).
 //
 // Everything runs on one Asio io_context thread; the table's statements block it briefly
-// (bounded by database.query.timeout.ms), while no record is in flight. Exactly once is
+// (bounded by database.query.timeout.ms). Exactly once is
 // refused at configuration (config/relay_settings.h).
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,8 +88,10 @@ class PollingRelay final : public RunningRelay {
   // Polling.
   void Poll();
   void SchedulePoll(std::chrono::milliseconds delay);
+  // Poll() as soon as the loop is free, once however often asked before it runs.
+  void PollSoon();
   void OnDelivery(const DeliveryReport& report);
-  // Marks the batch in flight once all of it is acknowledged.
+  // Marks the oldest batches in flight once all of each is acknowledged.
   void MarkWhenAcknowledged();
   void OnPipelineFailure(Status status);
 
@@ -98,12 +102,14 @@ class PollingRelay final : public RunningRelay {
   void BeginShutdown();
   void FinishShutdown();
 
-  // The rows read last and not yet marked.
+  // Rows read and not yet marked: up to kBatchesInFlight batches, oldest first. Waiting for
+  // each batch's acknowledgements before reading the next left the relay idle most of the
+  // time (bench/results/polling.md); a bound keeps the reads' exclusion list short.
   struct Batch {
     Lsn end;                                // confirmable once all its records are acknowledged
     std::vector<std::string> order_values;  // polling.order.column of its rows
-    bool full = false;                      // polling.batch.size rows: more may be waiting
   };
+  static constexpr size_t kBatchesInFlight = 4;
 
   RelaySettings settings_;
   boost::asio::io_context& io_;
@@ -114,7 +120,9 @@ class PollingRelay final : public RunningRelay {
   std::unique_ptr<RecordPipeline> pipeline_;
   std::unique_ptr<PolledRows> rows_;
   std::unique_ptr<OutboxTable> table_;
-  std::optional<Batch> batch_;
+  std::deque<Batch> batches_;
+  bool last_read_full_ = false;  // polling.batch.size rows: more may be waiting
+  bool poll_posted_ = false;
 
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer connect_timer_;

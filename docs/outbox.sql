@@ -16,3 +16,12 @@ CREATE TABLE IF NOT EXISTS public.outbox (
 -- The relay's database user needs the REPLICATION attribute and must be able to read the
 -- catalog; on managed services grant the provider's replication role instead:
 --   ALTER ROLE walrelay WITH REPLICATION;
+
+-- Without logical replication (source.mode=polling, docs/polling.md) the relay reads this table
+-- in the order of an identity column and deletes each row once Kafka acknowledged it; with
+-- polling.mark=column:published_at it stamps the row instead and finds the unpublished ones
+-- through a partial index. docs/outbox-polling.sql adds both:
+--   ALTER TABLE public.outbox ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;
+--   CREATE UNIQUE INDEX outbox_seq ON public.outbox (seq);
+--   ALTER TABLE public.outbox ADD COLUMN published_at timestamptz;            -- mark=column only
+--   CREATE INDEX outbox_unpublished ON public.outbox (seq) WHERE published_at IS NULL;

@@ -74,10 +74,13 @@ Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
     std::string why = res ? PQresultErrorMessage(res.get()) : PgErrorText(conn_.get());
     while (!why.empty() && why.back() == '\n') why.pop_back();
     if (why.empty()) why = PgErrorText(conn_.get());
-    // SQLSTATE class 42 (a table or column that is not there, a privilege missing) does not
-    // pass by retrying; anything else (a lost connection, a timeout, a conflict) may.
+    // SQLSTATE class 42 (a table that is not there, a privilege missing) does not pass by
+    // retrying; anything else (a lost connection, a timeout, a conflict) may. So may a column
+    // that went (42703) after the table's columns were read: reconnecting reads them again, and
+    // Open() says so if a column the keys name is the one that went.
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    if (state != nullptr && std::string_view(state).starts_with("42")) {
+    if (state != nullptr && std::string_view(state).starts_with("42") &&
+        std::string_view(state) != "42703") {
       return Status::Config("outbox table " + settings_.polling.schema + "." +
                             settings_.polling.table + ": " + why);
     }

@@ -110,6 +110,13 @@ TEST_CASE("polling: every row arrives once and in key order; a row is deleted on
   auto all = CheckRecords(after);
   CHECK(all.count(1001) == 1);
   CHECK(all.count(1002) == 1);
+
+  // A column dropped under the running relay: it reads the table's columns again and goes on.
+  fx.Exec("ALTER TABLE outbox DROP COLUMN created_at");
+  fx.Exec("BEGIN;" + InsertEvent(1003) + "COMMIT;");
+  auto later = ReadRecords(fx, OutboxTopics(), 1003);
+  CHECK(CheckRecords(later).count(1003) == 1);
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
   CHECK(relay->Running());
   REQUIRE(relay->Kill(SIGTERM).ok());
   auto code = relay->Wait(20s);

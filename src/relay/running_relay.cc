@@ -5,17 +5,6 @@
 
 namespace walrelay {
 
-const char* RelayStateName(RelayState state) {
-  switch (state) {
-    case RelayState::kConnecting: return "CONNECTING";
-    case RelayState::kStandby: return "STANDBY";
-    case RelayState::kStreaming: return "STREAMING";
-    case RelayState::kStopping: return "STOPPING";
-    case RelayState::kStopped: return "STOPPED";
-  }
-  return "?";
-}
-
 double RunningRelay::ReplicationLagSeconds() const {
   if (state() == RelayState::kStreaming && !paused() && pipeline().idle()) return 0;
   const int64_t last_acked = pipeline().last_acked_commit_ms();

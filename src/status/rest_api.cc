@@ -81,7 +81,7 @@ void WriteTaskStatus(JsonWriter& w, const std::string& state, const std::string&
 
 }  // namespace
 
-RestApi::RestApi(RunningRelay& relay, std::string worker_id, const HttpServer* server)
+RestApi::RestApi(RelayView& relay, std::string worker_id, const HttpServer* server)
     : relay_(relay),
       server_(server),
       worker_id_(std::move(worker_id)),

@@ -16,8 +16,8 @@
 
 #include <string>
 
-#include "relay/running_relay.h"
 #include "status/http_server.h"
+#include "status/relay_view.h"
 #include "status/rest_access.h"
 
 namespace walrelay {
@@ -26,7 +26,7 @@ class RestApi {
  public:
   // `worker_id` is host:port of the listener, as Kafka Connect reports workers. `server`, when
   // given, supplies /metrics with its accept() failures.
-  RestApi(RunningRelay& relay, std::string worker_id, const HttpServer* server = nullptr);
+  RestApi(RelayView& relay, std::string worker_id, const HttpServer* server = nullptr);
 
   HttpResponse Handle(const HttpRequest& request);
 
@@ -44,7 +44,7 @@ class RestApi {
   HttpResponse Config() const;
   HttpResponse Connector() const;
 
-  RunningRelay& relay_;
+  RelayView& relay_;
   const HttpServer* server_;
   std::string worker_id_;
   RestAccess access_;

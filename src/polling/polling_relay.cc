@@ -159,8 +159,12 @@ void PollingRelay::PollSoon() {
 
 void PollingRelay::Poll() {
   if (stopping_ || finished_ || paused_ || !table_) return;
-  // Full: a batch marked (MarkWhenAcknowledged) or room in the pipeline asks again.
-  if (batches_.size() >= kBatchesInFlight || pipeline_->Backpressured()) return;
+  if (batches_.size() >= kBatchesInFlight || pipeline_->Backpressured()) {
+    // The next batch marked asks again (MarkWhenAcknowledged), whatever the last read found.
+    waiting_for_room_ = true;
+    return;
+  }
+  waiting_for_room_ = false;
   std::vector<std::string> in_flight;
   for (const auto& batch : batches_)
     in_flight.insert(in_flight.end(), batch.order_values.begin(), batch.order_values.end());
@@ -234,8 +238,9 @@ void PollingRelay::MarkWhenAcknowledged() {
                  settings_.polling.table);
   }
   confirmed_position_ = end.value();
-  // A read that found the pipeline full waits for room; after a short read the timer reads.
-  if (last_read_full_) PollSoon();
+  // More rows are likely waiting, or a read found no room: read now. Otherwise the timer armed
+  // after the last, short read reads next.
+  if (last_read_full_ || waiting_for_room_) PollSoon();
 }
 
 void PollingRelay::OnPipelineFailure(Status status) { Fail(std::move(status)); }

@@ -121,7 +121,8 @@ class PollingRelay final : public RunningRelay {
   std::unique_ptr<PolledRows> rows_;
   std::unique_ptr<OutboxTable> table_;
   std::deque<Batch> batches_;
-  bool last_read_full_ = false;  // polling.batch.size rows: more may be waiting
+  bool last_read_full_ = false;    // polling.batch.size rows: more may be waiting
+  bool waiting_for_room_ = false;  // a poll found kBatchesInFlight batches or backpressure
   bool poll_posted_ = false;
 
   boost::asio::steady_timer poll_timer_;

@@ -124,6 +124,24 @@ TEST_CASE("polling: every row arrives once and in key order; a row is deleted on
   CHECK(*code == 0);
 }
 
+TEST_CASE("polling: a read that finds four batches in flight reads again once one is marked") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  // Slow acknowledgements keep four batches in flight past the interval, so the timer's read
+  // finds no room; the read after the next mark must happen all the same.
+  REQUIRE(fx.kafka().SetBrokerRtt(1, 400).ok());
+  auto relay = StartPolling(fx, fx.WriteConfig("room", Polling({{"polling.batch.size", "100"}})));
+  std::string sql = "BEGIN;";
+  for (int seq = 1; seq <= 350; ++seq) sql += InsertEvent(seq);
+  fx.Exec(sql + "COMMIT;");  // reads of 100, 100, 100 and 50 rows: four batches, the last short
+  std::this_thread::sleep_for(300ms);
+  fx.Exec("BEGIN;" + InsertEvent(351) + "COMMIT;");
+  auto records = ReadRecords(fx, OutboxTopics(), 351);
+  auto seen = CheckRecords(records);
+  CHECK(seen.size() == 351);
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 20s));
+}
+
 TEST_CASE("polling: the records are byte for byte those of the replication path (pgoutput)") {
   devtools::PgSandboxOptions options;
   // Commit times as the WAL has them, so record timestamps match too.

@@ -258,7 +258,7 @@ void PollingRelay::Resume() {
   if (!paused_) return;
   paused_ = false;
   spdlog::info("resumed polling {}.{}", settings_.polling.schema, settings_.polling.table);
-  boost::asio::post(io_, [this] { Poll(); });
+  PollSoon();
 }
 
 bool PollingRelay::Restart() {

@@ -92,6 +92,9 @@ TEST_CASE("real broker, polling: kill -9 of the active poller five times, three 
           return active >= 0;
         },
         30s));
+    // Kill just after the writer committed a batch, while its rows are being relayed.
+    const int before = written.load();
+    while (written.load() == before && before < kBatches * 100) std::this_thread::sleep_for(1ms);
     if (fx.Value("SELECT count(*) FROM outbox") != "0") ++kills_with_rows_pending;
     REQUIRE(instances[active].process->Kill(SIGKILL).ok());
     auto code = instances[active].process->Wait(10s);

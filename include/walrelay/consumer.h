@@ -399,6 +399,14 @@ class RedisStore final : public IdempotencyStore {
                                            const Handler& handler) override;
   Status Unclaim(const std::string& consumer, const std::string& key,
                  const std::string& owner) override;
+  // The batch's claims are sent in several script calls at once, and each record's handler
+  // runs as soon as the reply holding its claim is read, while Redis works on the later keys.
+  // Marks leave one by one, each right after its handler, as in RunBatch.
+  Result<BatchRun> ClaimAndRunBatch(const std::string& consumer,
+                                    const std::vector<BatchRecord>& records,
+                                    const std::string& owner, std::chrono::milliseconds lease,
+                                    std::chrono::milliseconds completed_ttl,
+                                    const BatchAccept& accept, const Handler& handler) override;
 
  private:
   struct Impl;

@@ -359,6 +359,60 @@ TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks ar
   CHECK(field("d", "attempts") == "0");
 }
 
+TEST_CASE("RedisStore claims a batch while it runs: handlers start after the first claims, the "
+          "batch stops at a refused claim or a failure, the later claims are given back") {
+  auto redis = StartRedis();
+  auto store = ConnectRedis(*redis);
+  auto other = ConnectRedis(*redis);
+  // 120 records: more claim calls than one, so later calls are read while the batch runs.
+  std::vector<wc::Message> m;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 120; ++i) {
+    m.push_back(Msg(i));
+    keys.push_back("k" + std::to_string(i));
+  }
+  REQUIRE(other->Acquire("svc", "k100", "other", 30s, m[0]).ok());
+  std::string fail_on;
+  std::vector<std::string> ran;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ran.push_back(ctx.idempotency_key());
+    if (ctx.idempotency_key() == fail_on) return wc::HandlerResult::Retry("Flaky", "try later");
+    return wc::HandlerResult::Done("ok " + ctx.idempotency_key());
+  };
+  auto refuse_held = [](const wc::BatchRecord&, const wc::Claim& c) {
+    return c.state != wc::Claim::State::kConflict;
+  };
+  auto field = [&](const std::string& key, const std::string& name) {
+    return *redis->Command({"HGET", "walrelay:consumer:svc:" + key, name});
+  };
+
+  SUBCASE("a refused claim") {
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, keys), "me", 30s, 1h, refuse_held, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->claims.size() == 101);
+    CHECK(run->claims[100].state == wc::Claim::State::kConflict);
+    CHECK(run->outcomes.size() == 100);
+    for (const auto& o : run->outcomes) CHECK(o.kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(ran.size() == 100);
+    CHECK(field("k99", "state") == "COMPLETED");
+    CHECK(field("k101", "owner") == "");  // given back, attempt uncounted
+    CHECK(field("k101", "attempts") == "0");
+    CHECK(field("k119", "attempts") == "0");
+  }
+  SUBCASE("a failed handler") {
+    fail_on = "k60";
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, keys), "me", 30s, 1h, refuse_held, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(run->claims.size() == 101);
+    REQUIRE(run->outcomes.size() == 61);
+    CHECK(run->outcomes[60].kind == wc::RunOutcome::Kind::kFailed);
+    CHECK(field("k59", "state") == "COMPLETED");
+    CHECK(field("k60", "owner") == "me");  // the consumer releases it when it retries
+    CHECK(field("k61", "attempts") == "0");
+    CHECK(field("k99", "owner") == "");
+  }
+}
+
 TEST_CASE("Consumer batches: outcomes in partition order, a retried record in place, a key "
           "twice in one batch, every effect once (PostgreSQL and Redis)") {
   ConsumerFixture f;

@@ -21,6 +21,15 @@
 //     handler is rolled back to its savepoint alone, so the records before it stay, and the
 //     run stops there (the claims after it are given back uncounted). One COMMIT at the end
 //     makes every completed record's writes and mark durable together.
+//
+// ClaimAndRunBatch, the consumer's path once a partition has had its first batch, does both in
+// one transaction: the new keys' rows are inserted COMPLETED (their insertion locks them until
+// the COMMIT: that lock is the claim), the existing rows are read and locked, the handlers run
+// under savepoints, and before the COMMIT only the rows of records that did not complete are
+// changed (a failed record's row becomes the claim step 1 would have left; unrun records' rows
+// are deleted). Batches that meet a PENDING row, a lock held past a second or a key committed
+// meanwhile go through the two steps above instead. A crash inside it leaves nothing, not even
+// the attempt: that is why a partition's first batch after an assignment takes the two steps.
 #include <cctype>
 #include <functional>
 #include <iterator>

@@ -199,6 +199,21 @@ struct BatchRecord {
   Claim claim;  // RunBatch: the record's granted claim (attempts, fencing token)
 };
 
+// What ClaimAndRunBatch did with a batch.
+struct BatchRun {
+  // One claim per record, up to and including the first one `accept` refused (every record's
+  // when none was refused).
+  std::vector<Claim> claims;
+  // The outcomes of the accepted, granted records before the refused one, in order, as
+  // RunBatch returns them (a prefix; the last may be kFailed).
+  std::vector<RunOutcome> outcomes;
+  // Nothing was kept: the caller processes the accepted records one by one (Acquire, Run).
+  bool one_by_one = false;
+};
+
+// Whether a batch may go on with this record's claim (false: the record goes alone).
+using BatchAccept = std::function<bool(const BatchRecord&, const Claim&)>;
+
 // Keeps, per (consumer name, key), whether a handler ran to completion. Implementations must
 // make Acquire atomic against concurrent Acquire calls for the same key from any process.
 //
@@ -248,6 +263,20 @@ class IdempotencyStore {
   // claim: this owner's next Acquire takes it again, counting one attempt more.
   virtual Status Unclaim(const std::string& consumer, const std::string& key,
                          const std::string& owner);
+
+  // Claims and runs a batch in one step: the records' keys are claimed, `accept` is asked
+  // about each claim in order, and the handlers of the accepted, granted records before the
+  // first refused one are run and their outcomes recorded, with RunBatch's guarantees. The
+  // claims of records after the refused one are given back uncounted. The default is
+  // AcquireBatch then RunBatch, whose claims are durable before any handler runs (a crash
+  // inside a handler leaves its attempt counted); a store may override it to claim and run
+  // in one transaction.
+  virtual Result<BatchRun> ClaimAndRunBatch(const std::string& consumer,
+                                            const std::vector<BatchRecord>& records,
+                                            const std::string& owner,
+                                            std::chrono::milliseconds lease,
+                                            std::chrono::milliseconds completed_ttl,
+                                            const BatchAccept& accept, const Handler& handler);
 };
 
 struct PostgresStoreOptions {
@@ -293,6 +322,15 @@ class PostgresStore final : public IdempotencyStore {
                                            const Handler& handler) override;
   Status Unclaim(const std::string& consumer, const std::string& key,
                  const std::string& owner) override;
+  // One transaction claims and runs the batch: the new keys' rows are inserted COMPLETED
+  // (their insertion locks them until the COMMIT), each handler runs under a savepoint, and
+  // only the rows of records that did not complete are changed before the COMMIT. Batches
+  // with keys another claim holds or left PENDING take the two-step default.
+  Result<BatchRun> ClaimAndRunBatch(const std::string& consumer,
+                                    const std::vector<BatchRecord>& records,
+                                    const std::string& owner, std::chrono::milliseconds lease,
+                                    std::chrono::milliseconds completed_ttl,
+                                    const BatchAccept& accept, const Handler& handler) override;
 
  private:
   struct Impl;
@@ -361,6 +399,14 @@ class RedisStore final : public IdempotencyStore {
                                            const Handler& handler) override;
   Status Unclaim(const std::string& consumer, const std::string& key,
                  const std::string& owner) override;
+  // The batch's claims are sent in several script calls at once, and each record's handler
+  // runs as soon as the reply holding its claim is read, while Redis works on the later keys.
+  // Marks leave one by one, each right after its handler, as in RunBatch.
+  Result<BatchRun> ClaimAndRunBatch(const std::string& consumer,
+                                    const std::vector<BatchRecord>& records,
+                                    const std::string& owner, std::chrono::milliseconds lease,
+                                    std::chrono::milliseconds completed_ttl,
+                                    const BatchAccept& accept, const Handler& handler) override;
 
  private:
   struct Impl;

@@ -1,6 +1,7 @@
 // The small value types of include/walrelay/consumer.h and HandlerContext's SQL helper.
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <exception>
 
 #include "consumer/internal.h"
@@ -174,6 +175,38 @@ Result<std::vector<RunOutcome>> IdempotencyStore::RunBatch(const std::string& co
 
 Status IdempotencyStore::Unclaim(const std::string&, const std::string&, const std::string&) {
   return Status::Ok();
+}
+
+Result<BatchRun> IdempotencyStore::ClaimAndRunBatch(
+    const std::string& consumer, const std::vector<BatchRecord>& records, const std::string& owner,
+    std::chrono::milliseconds lease, std::chrono::milliseconds completed_ttl,
+    const BatchAccept& accept, const Handler& handler) {
+  auto claims = AcquireBatch(consumer, records, owner, lease);
+  if (!claims.ok()) return claims.status();
+  auto granted = [](const Claim& c) {
+    return c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
+  };
+  BatchRun out;
+  std::vector<BatchRecord> runnable;
+  size_t cut = 0;
+  for (; cut < records.size(); ++cut) {
+    const Claim& c = (*claims)[cut];
+    if (!accept(records[cut], c)) break;
+    if (!granted(c)) continue;
+    runnable.push_back(records[cut]);
+    runnable.back().claim = c;
+  }
+  out.claims.assign(claims->begin(), claims->begin() + static_cast<std::ptrdiff_t>(
+                                                           std::min(cut + 1, records.size())));
+  // The claims after the refused record are not used.
+  for (size_t j = cut + 1; j < records.size(); ++j)
+    if (granted((*claims)[j])) (void)Unclaim(consumer, records[j].key, owner);
+  if (runnable.empty()) return out;
+  auto run = RunBatch(consumer, runnable, owner, completed_ttl, handler);
+  if (!run.ok()) return run.status();
+  out.outcomes = std::move(run).value();
+  out.one_by_one = out.outcomes.empty();
+  return out;
 }
 
 Result<int64_t> Cleanup(IdempotencyStore& store, int batch_size) {

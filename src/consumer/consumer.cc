@@ -128,6 +128,10 @@ struct Consumer::Impl {
   // Records polled while waiting inside another record, handled before polling again.
   std::deque<Polled> backlog;
   Status fatal;  // a fatal Kafka error seen while polling inside a wait
+  // Partitions that had a batch claimed since offsets->epoch() was `fast_epoch`: their next
+  // batches may claim and run in one step (ProcessBatch).
+  std::set<std::pair<std::string, int32_t>> fast_partitions;
+  uint64_t fast_epoch = 0;
 
   std::atomic<int64_t> completed{0}, duplicates{0}, dead_lettered{0}, retries{0}, conflicts{0},
       takeovers{0}, payload_mismatches{0}, claims{0};
@@ -488,67 +492,68 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     }
     const std::string where =
         "batch of " + std::to_string(run.size()) + " from " + Where(batch[i].message);
-    auto claims = store->AcquireBatch(options.name, run, owner, options.lease);
-    if (!claims.ok()) {
-      if (claims.status().code() != ErrorCode::kConnection)
-        return claims.status().WithContext(where);
-      Log(LogLevel::kWarn, where + ": " + claims.status().ToString() + "; retrying");
-      if (!Wait(options.store_retry_backoff)) return Status::Ok();
-      continue;
-    }
     // The claims the batch path can run end at the first key held by another owner, out of
     // attempts, or first seen with another payload: that record goes alone, and the claims
     // after it are given back.
-    size_t cut = 0;
-    std::vector<BatchRecord> runnable;
-    for (; cut < run.size(); ++cut) {
-      const Claim& c = (*claims)[cut];
+    auto accept = [this](const BatchRecord& r, const Claim& c) {
       const bool granted =
           c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
-      const bool mismatch =
-          !c.payload_hash.empty() && c.payload_hash != PayloadHash(*run[cut].message);
-      if (c.state == Claim::State::kConflict || mismatch ||
-          (granted && c.attempts > options.max_attempts))
-        break;
+      const bool mismatch = !c.payload_hash.empty() && c.payload_hash != PayloadHash(*r.message);
+      return !(c.state == Claim::State::kConflict || mismatch ||
+               (granted && c.attempts > options.max_attempts));
+    };
+    // A partition's first batch since it was assigned takes claims that are committed before
+    // any handler runs (the store's two-step default), so a record whose handler crashed the
+    // process has that attempt counted when it comes back; later batches claim and run in one
+    // step where the store can.
+    if (fast_epoch != offsets->epoch()) {
+      fast_partitions.clear();
+      fast_epoch = offsets->epoch();
+    }
+    bool warm = true;
+    for (size_t j = 0; j < run.size() && warm; ++j)
+      warm = fast_partitions.count({run[j].message->topic, run[j].message->partition}) > 0;
+    auto done =
+        warm ? store->ClaimAndRunBatch(options.name, run, owner, options.lease,
+                                       options.completed_ttl, accept, handler)
+             : store->IdempotencyStore::ClaimAndRunBatch(options.name, run, owner, options.lease,
+                                                         options.completed_ttl, accept, handler);
+    if (!done.ok()) {
+      if (done.status().code() != ErrorCode::kConnection) return done.status().WithContext(where);
+      // Every outcome unknown: claimed again, the store then tells what was recorded.
+      Log(LogLevel::kWarn, where + ": " + done.status().ToString() + "; retrying");
+      if (!Wait(options.store_retry_backoff)) return Status::Ok();
+      continue;
+    }
+    for (const BatchRecord& r : run)
+      fast_partitions.insert({r.message->topic, r.message->partition});
+    const std::vector<Claim>& claims_of = done->claims;
+    const size_t cut = claims_of.size() == run.size() && accept(run.back(), claims_of.back())
+                           ? run.size()
+                           : claims_of.size() - 1;
+    for (size_t j = 0; j < claims_of.size(); ++j) {
+      const Claim& c = claims_of[j];
+      if (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver)
+        ++this->claims;  // counted once: the record at the cut goes alone with this claim
+      if (j >= cut) continue;
+      run[j].claim = c;
       if (c.state == Claim::State::kTakenOver) {
         ++takeovers;
-        Log(LogLevel::kWarn, Where(*run[cut].message) + " key '" + run[cut].key +
-                                 "': took over from " + c.previous_owner +
-                                 ", whose lease had ended (attempt " + std::to_string(c.attempts) +
-                                 ")");
+        Log(LogLevel::kWarn, Where(*run[j].message) + " key '" + run[j].key + "': took over from " +
+                                 c.previous_owner + ", whose lease had ended (attempt " +
+                                 std::to_string(c.attempts) + ")");
       }
-      run[cut].claim = c;
-      if (granted) runnable.push_back(run[cut]);
     }
-    for (size_t j = 0; j < run.size(); ++j) {
-      const Claim& c = (*claims)[j];
-      if (j <= cut && (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver))
-        ++this->claims;  // counted once: the record at the cut goes alone with this claim
-      if (j <= cut) continue;
-      if (c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver)
-        (void)store->Unclaim(options.name, run[j].key, owner);
-    }
-    std::vector<RunOutcome> outcomes;
-    if (!runnable.empty()) {
-      auto r = store->RunBatch(options.name, runnable, owner, options.completed_ttl, handler);
-      if (!r.ok()) {
-        if (r.status().code() != ErrorCode::kConnection) return r.status().WithContext(where);
-        // Every outcome unknown: claimed again, the store then tells what was recorded.
-        Log(LogLevel::kWarn, where + ": " + r.status().ToString() + "; retrying");
-        if (!Wait(options.store_retry_backoff)) return Status::Ok();
-        continue;
+    const std::vector<RunOutcome>& outcomes = done->outcomes;
+    if (done->one_by_one) {
+      // The store asks for the records one by one (a transaction it could not keep).
+      for (size_t j = 0; j < cut; ++j) {
+        auto go_on = alone(batch[i + j]);
+        if (!go_on.ok()) return go_on.status();
+        if (!*go_on) return Status::Ok();
       }
-      outcomes = std::move(r).value();
-      if (outcomes.empty()) {
-        // The store asks for the records one by one (a transaction it could not keep).
-        for (size_t j = 0; j < cut; ++j) {
-          auto go_on = alone(batch[i + j]);
-          if (!go_on.ok()) return go_on.status();
-          if (!*go_on) return Status::Ok();
-        }
-        i += cut;
-        continue;
-      }
+      i += cut;
+      continue;
     }
     // Outcomes in poll order; the batch resumes after a record that had to go alone.
     size_t next_run = 0;
@@ -593,7 +598,7 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     i += j;
     if (resume || j < cut) continue;
     if (cut < run.size()) {  // held elsewhere, or out of attempts: alone, from its claim
-      auto go_on = alone(batch[i], Seed{(*claims)[cut], std::nullopt});
+      auto go_on = alone(batch[i], Seed{claims_of[cut], std::nullopt});
       if (!go_on.ok()) return go_on.status();
       if (!*go_on) return Status::Ok();
       ++i;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <csignal>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,14 @@ local function acquire(now, key, owner, lease, keep, topic, part, off, payload_h
     return {'DUPLICATE', attempts, result, last_error, '', '0', '0', hash}
   end
   if state == 'FAILED' then return {'FAILED', attempts, '', last_error, '', '0', '0', hash} end
+  if not state and not f[4] then
+    -- A new key (the common case): the claim in one write, attempt 1, fencing token 1.
+    redis.call('HSET', key, 'state', 'PENDING', 'owner', owner, 'locked_at', now,
+               'expires_at', now + lease, 'topic', topic, 'partition', part, 'offset', off,
+               'attempts', 1, 'fence', 1, 'payload_hash', payload_hash)
+    redis.call('PEXPIRE', key, lease + keep)
+    return {'ACQUIRED', '1', '', '', '', '0', '1', payload_hash}
+  end
   local verdict, previous = 'ACQUIRED', ''
   if state == 'PENDING' and holder ~= '' and holder ~= owner then
     local expires = tonumber(f[3] or '0')
@@ -166,6 +175,9 @@ constexpr const char* kScriptNames[kScriptCount] = {"acquire", "complete", "rele
 // Keys per acquire-batch call: a call blocks the server while it runs (about 10 µs a key), so
 // a batch of thousands goes as several calls, pipelined.
 constexpr size_t kKeysPerAcquireCall = 250;
+// Keys per acquire-batch call when the claims overlap the handlers (ClaimAndRunBatch): the
+// handlers wait only for the first call's reply, and Redis claims the later keys meanwhile.
+constexpr size_t kKeysPerOverlappedCall = 50;
 
 std::string Str(const redisReply* r) {
   return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
@@ -679,6 +691,190 @@ Result<std::vector<RunOutcome>> RedisStore::RunBatch(const std::string& consumer
   // The claims after a failed record were not used.
   for (size_t j = out.size(); j < records.size(); ++j)
     (void)d.Eval(kUnclaim, d.KeyName(consumer, records[j].key), {owner});
+  return out;
+}
+
+Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
+                                              const std::vector<BatchRecord>& records,
+                                              const std::string& owner,
+                                              std::chrono::milliseconds lease,
+                                              std::chrono::milliseconds completed_ttl,
+                                              const BatchAccept& accept, const Handler& handler) {
+  Impl& d = *impl_;
+  if (d.cluster)
+    return IdempotencyStore::ClaimAndRunBatch(consumer, records, owner, lease, completed_ttl,
+                                              accept, handler);
+  WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+  d.lease = lease;
+  const size_t n = records.size();
+  std::vector<std::string> names;
+  for (const BatchRecord& r : records) names.push_back(d.KeyName(consumer, r.key));
+  auto granted = [](const Claim& c) {
+    return c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
+  };
+
+  std::vector<Claim> claims;   // read so far, in record order
+  std::deque<size_t> calls;    // keys of each claim call sent and not yet read, in order
+  std::vector<size_t> unread;  // outcomes whose marks were sent on this connection, unread
+  std::vector<RunOutcome> outcomes;
+  std::vector<size_t> ran;            // the record of each outcome
+  std::vector<std::string> verdicts;  // per outcome: its mark's answer, "" while unknown
+  // The claims of records [from, n) in calls of kKeysPerOverlappedCall keys, sent at once.
+  // EVAL rather than EVALSHA: a script the server lost is loaded again by the call itself, so
+  // no reply of the pipeline is NOSCRIPT.
+  auto send_claims = [&](size_t from) -> Status {
+    WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
+    for (size_t at = from; at < n; at += kKeysPerOverlappedCall) {
+      const size_t count = std::min(kKeysPerOverlappedCall, n - at);
+      std::vector<std::string> args = {"EVAL", Scripts()[kAcquireBatch], std::to_string(count)};
+      args.insert(args.end(), names.begin() + static_cast<std::ptrdiff_t>(at),
+                  names.begin() + static_cast<std::ptrdiff_t>(at + count));
+      args.insert(args.end(), {owner, Ms(lease), Ms(d.options.pending_retention)});
+      for (size_t i = at; i < at + count; ++i) {
+        const Message& m = *records[i].message;
+        args.insert(args.end(), {m.topic, std::to_string(m.partition), std::to_string(m.offset),
+                                 PayloadHash(m)});
+      }
+      d.Append(args);
+      calls.push_back(count);
+    }
+    if (d.Flush()) return Status::Ok();
+    d.ctx.reset();
+    return Status::Connection("lost connection to " + d.where() + " while claiming a batch");
+  };
+  // The marks sent on a connection that broke: sent again (each is idempotent for its token),
+  // before anything else happens, so no more than the record in flight is ever unmarked.
+  auto mark_again = [&]() -> Status {
+    for (size_t k : unread) {
+      auto v = d.Complete(names[ran[k]], owner, outcomes[k].handler.result, completed_ttl,
+                          std::to_string(claims[ran[k]].fencing_token), nullptr);
+      if (!v.ok()) return v.status().WithContext("completing key '" + records[ran[k]].key + "'");
+      verdicts[k] = *v;
+    }
+    unread.clear();
+    return Status::Ok();
+  };
+  // Reads the next claim call's reply; a lost connection marks again and claims the rest again
+  // (a key the lost call had claimed is this owner's: claimed again, one attempt more).
+  auto read_claims = [&]() -> Status {
+    for (int tries = 0;; ++tries) {
+      std::vector<RedisReplyPtr> reply;
+      Status st = d.ctx ? d.ReadReplies(1, &reply) : Status::Connection("not connected");
+      if (!st.ok()) {
+        if (tries > 0) return st;
+        d.Log("CONNECTION lost while claiming a batch (" + st.message() + "); claiming again");
+        calls.clear();
+        WALRELAY_RETURN_IF_ERROR(mark_again());
+        WALRELAY_RETURN_IF_ERROR(send_claims(claims.size()));
+        continue;
+      }
+      const size_t count = calls.front();
+      calls.pop_front();
+      const redisReply* rep = reply[0].get();
+      if (rep->type == REDIS_REPLY_ERROR)
+        return Status::Precondition(d.where() + ": the acquire-batch script failed: " + Str(rep));
+      if (rep->type != REDIS_REPLY_ARRAY || rep->elements != count)
+        return Status::Internal(d.where() + ": unexpected acquire-batch reply");
+      for (size_t i = 0; i < count; ++i) {
+        auto c = ParseClaim(rep->element[i], d.where(), names[claims.size()]);
+        if (!c.ok()) return c.status();
+        claims.push_back(std::move(c).value());
+      }
+      return Status::Ok();
+    }
+  };
+  // Any failure from here on leaves replies unread: the connection is dropped with it.
+  auto fail = [&](const Status& st) -> Result<BatchRun> {
+    d.ctx.reset();
+    return st;
+  };
+
+  if (Status st = send_claims(0); !st.ok()) return fail(st);
+  size_t cut = n;
+  size_t stop = n;  // the record whose handler failed
+  for (size_t i = 0; i < n; ++i) {
+    while (claims.size() <= i)
+      if (Status st = read_claims(); !st.ok()) return fail(st);
+    const Claim& c = claims[i];
+    if (!accept(records[i], c)) {
+      cut = i;
+      break;
+    }
+    if (!granted(c)) continue;
+    RunOutcome o;
+    HandlerContext ctx(*records[i].message, records[i].key, c.attempts, nullptr, c.fencing_token);
+    o.handler = d.RunHandler(handler, ctx, names[i], owner);
+    ran.push_back(i);
+    verdicts.emplace_back();
+    if (o.handler.kind != HandlerResult::Kind::kDone) {
+      o.kind = RunOutcome::Kind::kFailed;
+      outcomes.push_back(o);
+      stop = i;
+      break;
+    }
+    // The mark leaves now, right after the effect; its reply is read once per batch, before
+    // any offset of the batch is committed.
+    o.kind = RunOutcome::Kind::kCompleted;
+    outcomes.push_back(o);
+    bool sent = false;
+    if (d.ctx) {
+      d.Append({"EVALSHA", d.sha[kComplete], "1", names[i], owner, o.handler.result,
+                Ms(completed_ttl), std::to_string(c.fencing_token)});
+      sent = d.Flush();
+      if (!sent) d.ctx.reset();
+    }
+    unread.push_back(outcomes.size() - 1);
+    if (!sent) {
+      d.Log("CONNECTION lost while marking a batch COMPLETED; sending the marks again");
+      if (Status st = mark_again(); !st.ok()) return fail(st);
+      if (!calls.empty()) {
+        calls.clear();
+        if (Status st = send_claims(claims.size()); !st.ok()) return fail(st);
+      }
+    }
+  }
+  // The claims still unread (to give back the granted ones not run), then the marks' replies.
+  while (!calls.empty())
+    if (Status st = read_claims(); !st.ok()) return fail(st);
+  if (!unread.empty()) {
+    std::vector<RedisReplyPtr> replies;
+    if (Status st =
+            d.ctx ? d.ReadReplies(unread.size(), &replies) : Status::Connection("not connected");
+        !st.ok()) {
+      d.Log("CONNECTION lost while marking a batch COMPLETED (" + st.message() +
+            "); sending the marks again");
+    } else {
+      for (size_t j = 0; j < unread.size(); ++j)
+        if (replies[j]->type != REDIS_REPLY_ERROR) verdicts[unread[j]] = Str(replies[j].get());
+    }
+    // Unanswered (the connection broke) or NOSCRIPT: sent again.
+    std::vector<size_t> again;
+    for (size_t k : unread)
+      if (verdicts[k].empty()) again.push_back(k);
+    unread = again;
+    if (Status st = mark_again(); !st.ok()) return fail(st);
+  }
+  bool completed_any = false;
+  for (size_t k = 0; k < outcomes.size(); ++k) {
+    if (outcomes[k].kind != RunOutcome::Kind::kCompleted) continue;
+    if (verdicts[k] != "OK") outcomes[k].kind = RunOutcome::Kind::kLost;
+    else completed_any = true;
+  }
+  if (completed_any) d.WaitForReplicas(names[ran.back()], "");
+  // The claims after the refused record, or after a failed one, were not used (the refused
+  // record goes alone with its claim).
+  if (cut == n)
+    for (size_t j = stop + 1; j < claims.size(); ++j)
+      if (!accept(records[j], claims[j])) {
+        cut = j;
+        break;
+      }
+  for (size_t j = std::min(cut, stop) + 1; j < claims.size(); ++j)
+    if (j != cut && granted(claims[j])) (void)d.Eval(kUnclaim, names[j], {owner});
+  BatchRun out;
+  out.claims.assign(claims.begin(),
+                    claims.begin() + static_cast<std::ptrdiff_t>(std::min(cut + 1, claims.size())));
+  out.outcomes = std::move(outcomes);
   return out;
 }
 

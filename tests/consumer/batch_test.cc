@@ -176,6 +176,136 @@ TEST_CASE("PostgresStore batches: a handler that ends the batch's transaction; a
   }
 }
 
+TEST_CASE("PostgresStore claims and runs a batch in one transaction: duplicates skipped, a failed "
+          "handler leaves its claim, the records after it are given back; a handler's COMMIT or "
+          "its own use of the connection never commits an unrun record") {
+  ConsumerFixture f;
+  auto store = f.Store();
+  auto other = f.Store();
+  const std::vector<wc::Message> m = {Msg(0), Msg(1), Msg(2), Msg(3), Msg(4)};
+  REQUIRE(store->Acquire("svc", "done", "me", 30s, m[0]).ok());
+  REQUIRE(store->Run("svc", "done", "me", 1h, m[0], 1, ConsumerFixture::EffectHandler()).ok());
+  f.Exec("DELETE FROM effects");
+  auto state = [&](const std::string& key) {
+    return f.Value("SELECT coalesce((SELECT state || '/' || attempts || '/' || "
+                   "coalesce(locked_by, '-') || '/' || coalesce(result, '') FROM "
+                   "walrelay_consumer_keys WHERE consumer_name = 'svc' AND idempotency_key = '" +
+                   key + "'), 'absent')");
+  };
+  auto accept_all = [](const wc::BatchRecord&, const wc::Claim&) { return true; };
+  // The handler writes its row; `fail_on` fails, `end_on` sends `end` itself, `raw` uses the
+  // connection directly.
+  std::string fail_on, end_on, end = "COMMIT";
+  bool raw = false;
+  std::vector<std::string> ran;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ran.push_back(ctx.idempotency_key());
+    if (raw) {
+      const std::string sql = "INSERT INTO effects (key) VALUES ('" + ctx.idempotency_key() + "')";
+      PQclear(PQexec(ctx.connection(), sql.c_str()));
+    } else {
+      auto r = ctx.Exec("INSERT INTO effects (key) VALUES ($1)", {ctx.idempotency_key()});
+      if (!r.ok()) return wc::HandlerContext::SqlFailure(r.status());
+    }
+    if (ctx.idempotency_key() == end_on) (void)ctx.Exec("/* the handler's */ " + end, {});
+    if (ctx.idempotency_key() == fail_on) return wc::HandlerResult::Retry("Flaky", "try later");
+    return wc::HandlerResult::Done(ctx.idempotency_key() == "a2" ? "" : "ok");
+  };
+  auto effects = [&] { return f.Value("SELECT string_agg(key, ',' ORDER BY key) FROM effects"); };
+
+  SUBCASE("a failed handler") {
+    fail_on = "a2";
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, {"done", "a1", "a2", "a3"}), "me", 30s, 1h,
+                                       accept_all, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(States(run->claims) == "DUPLICATE/1,ACQUIRED/1,ACQUIRED/1,ACQUIRED/1");
+    CHECK(run->claims[0].result == "effect for done");
+    REQUIRE(run->outcomes.size() == 2);
+    CHECK(run->outcomes[0].kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(run->outcomes[1].kind == wc::RunOutcome::Kind::kFailed);
+    CHECK(ran == std::vector<std::string>{"a1", "a2"});
+    CHECK(effects() == "a1");
+    CHECK(state("a1") == "COMPLETED/1/-/ok");
+    CHECK(state("a2") == "PENDING/1/me/");  // the consumer releases it when it retries
+    CHECK(state("a3") == "absent");         // given back, no attempt counted
+  }
+  SUBCASE("every record completes; a refused claim ends the batch before it") {
+    REQUIRE(other->Acquire("svc", "held", "other", 30s, m[0])->state ==
+            wc::Claim::State::kAcquired);
+    auto refuse_held = [](const wc::BatchRecord&, const wc::Claim& c) {
+      return c.state != wc::Claim::State::kConflict;
+    };
+    // A PENDING row in the batch: the two-step path answers it, as AcquireBatch does.
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, {"a1", "a2", "held", "a3"}), "me", 30s, 1h,
+                                       refuse_held, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(States(run->claims) == "ACQUIRED/1,ACQUIRED/1,CONFLICT/1");
+    CHECK(run->outcomes.size() == 2);
+    CHECK(state("a1") == "COMPLETED/1/-/ok");
+    CHECK(state("a2") == "COMPLETED/1/-/");
+    CHECK(state("a3") == "PENDING/0/-/");
+    // Without it, one transaction.
+    run = store->ClaimAndRunBatch("svc", Batch(m, {"b1", "b2", "a1"}), "me", 30s, 1h, accept_all,
+                                  handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(States(run->claims) == "ACQUIRED/1,ACQUIRED/1,DUPLICATE/1");
+    CHECK(run->outcomes.size() == 2);
+    CHECK(state("b1") == "COMPLETED/1/-/ok");
+    CHECK(effects() == "a1,a2,b1,b2");
+  }
+  SUBCASE("the handler commits") {
+    end_on = "a2";
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, {"a1", "a2", "a3"}), "me", 30s, 1h,
+                                       accept_all, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->outcomes.size() == 2);
+    CHECK(run->outcomes[1].handler.error_class == "HandlerEndedTransaction");
+    CHECK(state("a1") == "COMPLETED/1/-/ok");
+    CHECK(state("a2") == "PENDING/1/me/");
+    CHECK(state("a3") == "absent");
+    CHECK(effects() == "a1,a2");
+  }
+  SUBCASE("the handler rolls back") {
+    end_on = "a2";
+    end = "ROLLBACK";
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, {"a1", "a2", "a3"}), "me", 30s, 1h,
+                                       accept_all, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(run->one_by_one);
+    CHECK(state("a1") == "absent");
+    CHECK(f.Count("SELECT count(*) FROM effects") == 0);
+  }
+  SUBCASE("the handler uses the connection itself, and commits unseen") {
+    raw = true;
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, {"a1", "a2", "a3"}), "me", 30s, 1h,
+                                       accept_all, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(run->outcomes.size() == 3);
+    CHECK(state("a1") == "COMPLETED/1/-/ok");
+    CHECK(state("a2") == "COMPLETED/1/-/");
+    f.Exec("DELETE FROM effects");
+    end_on = "b2";
+    ran.clear();
+    // PQexec's COMMIT is not seen by the store; the rows of b2 and b3 were claims by then.
+    auto committing = [&](wc::HandlerContext& ctx) {
+      ran.push_back(ctx.idempotency_key());
+      const std::string sql = "INSERT INTO effects (key) VALUES ('" + ctx.idempotency_key() + "')";
+      PQclear(PQexec(ctx.connection(), sql.c_str()));
+      if (ctx.idempotency_key() == "b2") PQclear(PQexec(ctx.connection(), "COMMIT"));
+      return wc::HandlerResult::Done();
+    };
+    run = store->ClaimAndRunBatch("svc", Batch(m, {"b1", "b2", "b3"}), "me", 30s, 1h, accept_all,
+                                  committing);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->outcomes.size() == 2);
+    CHECK(run->outcomes[1].handler.error_class == "HandlerEndedTransaction");
+    CHECK(state("b1") == "COMPLETED/1/-/");
+    CHECK(state("b2") == "PENDING/1/me/");
+    CHECK(state("b3") == "absent");
+    CHECK(effects() == "b1,b2");
+  }
+}
+
 TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks are checked "
           "per record; the claims after a failure are given back uncounted") {
   auto redis = StartRedis();
@@ -227,6 +357,60 @@ TEST_CASE("RedisStore batches: pipelined claims answer as Acquire does; marks ar
   CHECK(field("c", "owner") == "me");  // the consumer releases it when it retries
   CHECK(field("d", "owner") == "");    // given back, attempt uncounted
   CHECK(field("d", "attempts") == "0");
+}
+
+TEST_CASE("RedisStore claims a batch while it runs: handlers start after the first claims, the "
+          "batch stops at a refused claim or a failure, the later claims are given back") {
+  auto redis = StartRedis();
+  auto store = ConnectRedis(*redis);
+  auto other = ConnectRedis(*redis);
+  // 120 records: more claim calls than one, so later calls are read while the batch runs.
+  std::vector<wc::Message> m;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 120; ++i) {
+    m.push_back(Msg(i));
+    keys.push_back("k" + std::to_string(i));
+  }
+  REQUIRE(other->Acquire("svc", "k100", "other", 30s, m[0]).ok());
+  std::string fail_on;
+  std::vector<std::string> ran;
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ran.push_back(ctx.idempotency_key());
+    if (ctx.idempotency_key() == fail_on) return wc::HandlerResult::Retry("Flaky", "try later");
+    return wc::HandlerResult::Done("ok " + ctx.idempotency_key());
+  };
+  auto refuse_held = [](const wc::BatchRecord&, const wc::Claim& c) {
+    return c.state != wc::Claim::State::kConflict;
+  };
+  auto field = [&](const std::string& key, const std::string& name) {
+    return *redis->Command({"HGET", "walrelay:consumer:svc:" + key, name});
+  };
+
+  SUBCASE("a refused claim") {
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, keys), "me", 30s, 1h, refuse_held, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->claims.size() == 101);
+    CHECK(run->claims[100].state == wc::Claim::State::kConflict);
+    CHECK(run->outcomes.size() == 100);
+    for (const auto& o : run->outcomes) CHECK(o.kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(ran.size() == 100);
+    CHECK(field("k99", "state") == "COMPLETED");
+    CHECK(field("k101", "owner") == "");  // given back, attempt uncounted
+    CHECK(field("k101", "attempts") == "0");
+    CHECK(field("k119", "attempts") == "0");
+  }
+  SUBCASE("a failed handler") {
+    fail_on = "k60";
+    auto run = store->ClaimAndRunBatch("svc", Batch(m, keys), "me", 30s, 1h, refuse_held, handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    CHECK(run->claims.size() == 101);
+    REQUIRE(run->outcomes.size() == 61);
+    CHECK(run->outcomes[60].kind == wc::RunOutcome::Kind::kFailed);
+    CHECK(field("k59", "state") == "COMPLETED");
+    CHECK(field("k60", "owner") == "me");  // the consumer releases it when it retries
+    CHECK(field("k61", "attempts") == "0");
+    CHECK(field("k99", "owner") == "");
+  }
 }
 
 TEST_CASE("Consumer batches: outcomes in partition order, a retried record in place, a key "

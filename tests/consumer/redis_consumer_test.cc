@@ -225,6 +225,19 @@ TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark 
     CHECK(runs == std::map<std::string, int>{{"keep", 1}, {"cut", 1}, {"after", 1}});
     for (const char* k : {"keep", "cut", "after"}) CHECK(Field(*redis, k, "state") == "COMPLETED");
   }
+  SUBCASE("a batch claimed while it runs") {
+    std::vector<wc::Message> m = {Msg(), Msg(), Msg()};
+    std::vector<wc::BatchRecord> records = {
+        {&m[0], "keep", {}}, {&m[1], "cut", {}}, {&m[2], "after", {}}};
+    auto run = store->ClaimAndRunBatch(
+        "svc", records, "o", 10s, 1h, [](const wc::BatchRecord&, const wc::Claim&) { return true; },
+        handler);
+    REQUIRE_MESSAGE(run.ok(), run.status().ToString());
+    REQUIRE(run->outcomes.size() == 3);
+    for (const auto& r : run->outcomes) CHECK(r.kind == wc::RunOutcome::Kind::kCompleted);
+    CHECK(runs == std::map<std::string, int>{{"keep", 1}, {"cut", 1}, {"after", 1}});
+    for (const char* k : {"keep", "cut", "after"}) CHECK(Field(*redis, k, "state") == "COMPLETED");
+  }
   bool resent = false;
   for (const auto& line : log)
     resent = resent || line.rfind("CONNECTION lost while marking", 0) == 0;

@@ -50,7 +50,7 @@ TEST_CASE("real broker, polling: kill -9 of the active poller five times, three 
                                   {"polling.lease.retry.ms", "100"},
                                   // Records linger between produce and acknowledgement, so kills
                                   // find rows relayed and not yet marked.
-                                  {"kafka.linger.ms", "50"}});
+                                  {"kafka.linger.ms", "300"}});
   auto spawn = [&] {
     Instance instance;
     instance.process = fx.SpawnRelay(config);
@@ -80,7 +80,7 @@ TEST_CASE("real broker, polling: kill -9 of the active poller five times, three 
     }
   });
 
-  int kills_with_rows_pending = 0;
+  int kills_with_rows_in_flight = 0;
   for (int kill = 0; kill < kKills; ++kill) {
     std::this_thread::sleep_for(1200ms + 200ms * kill);
     int active = -1;
@@ -92,10 +92,12 @@ TEST_CASE("real broker, polling: kill -9 of the active poller five times, three 
           return active >= 0;
         },
         30s));
-    // Kill just after the writer committed a batch, while its rows are being relayed.
-    const int before = written.load();
-    while (written.load() == before && before < kBatches * 100) std::this_thread::sleep_for(1ms);
-    if (fx.Value("SELECT count(*) FROM outbox") != "0") ++kills_with_rows_pending;
+    // Rows committed 100 ms before the kill and still unmarked: the relay polls every 20 ms, so
+    // it has read them, and their records linger 300 ms in the producer or await their marks.
+    if (fx.Value("SELECT count(*) FROM outbox WHERE created_at < "
+                 "(now() AT TIME ZONE 'utc') - interval '100 milliseconds'") != "0") {
+      ++kills_with_rows_in_flight;
+    }
     REQUIRE(instances[active].process->Kill(SIGKILL).ok());
     auto code = instances[active].process->Wait(10s);
     REQUIRE(code.ok());
@@ -118,15 +120,15 @@ TEST_CASE("real broker, polling: kill -9 of the active poller five times, three 
     else duplicates += it->second - 1;
   }
   CHECK(lost == 0);
-  CHECK(kills_with_rows_pending >= 3);
-  // Repeats are the rows a killed relay had produced and not yet marked: none would mean no
-  // kill landed between a batch's produce and its mark, the window this test is about.
-  CHECK(duplicates > 0);
+  // A kill that finds nothing read and unmarked tests nothing. Duplicates are only reported:
+  // they are the records Kafka had stored when their relay died before marking them, and
+  // records still in the producer at the kill are relayed again without a repeat.
+  CHECK(kills_with_rows_in_flight >= 2);
   int running = 0;
   for (auto& instance : instances) running += instance.process->Running() ? 1 : 0;
   CHECK(running == kInstances);
   MESSAGE("polling, kill -9 of the active poller x"
-          << kKills << " (" << kills_with_rows_pending << " with rows not yet marked), "
+          << kKills << " (" << kills_with_rows_in_flight << " with rows read and not yet marked), "
           << kInstances << " instances: " << total << " events -> " << records.size()
           << " records, " << lost << " lost, " << duplicates << " duplicates");
 }

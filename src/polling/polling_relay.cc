@@ -158,7 +158,9 @@ void PollingRelay::PollSoon() {
 }
 
 void PollingRelay::Poll() {
-  if (stopping_ || finished_ || paused_ || !table_) return;
+  // Only with the lease: a standby keeps its connection (to ask for the lease, and to mark
+  // batches it relayed before it lost it), and a read posted before then must not run there.
+  if (stopping_ || finished_ || paused_ || !table_ || state_ != RelayState::kStreaming) return;
   if (batches_.size() >= kBatchesInFlight || pipeline_->Backpressured()) {
     // The next batch marked asks again (MarkWhenAcknowledged), whatever the last read found.
     waiting_for_room_ = true;

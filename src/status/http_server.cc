@@ -261,6 +261,10 @@ void HttpServer::Accept() {
 
 void HttpServer::RefuseConnection(tcp::socket socket) {
   boost::system::error_code ignored;
+  // Asked before answering: once the peer has read the answer and closed, the address is gone.
+  boost::system::error_code peer_error;
+  const auto peer = socket.remote_endpoint(peer_error);
+  const std::string peer_address = peer_error ? "an unknown address" : peer.address().to_string();
   if (!tls_) {
     // A fresh socket's send buffer is empty, so this small write completes at once or not at
     // all; it must never wait on the loop thread.
@@ -268,7 +272,6 @@ void HttpServer::RefuseConnection(tcp::socket socket) {
     socket.write_some(boost::asio::buffer(TooManyConnectionsResponse()), ignored);
     socket.shutdown(tcp::socket::shutdown_send, ignored);
   }
-  const auto peer = socket.remote_endpoint(ignored);
   socket.close(ignored);
   connections_refused_.fetch_add(1, std::memory_order_relaxed);
   ++connections_refused_unreported_;
@@ -277,7 +280,7 @@ void HttpServer::RefuseConnection(tcp::socket socket) {
     spdlog::warn("REST API: refused {} connection(s) since the last warning, last from {}: "
                  "{} are open, the most rest.max.connections allows; connections already open "
                  "are served (walrelay_rest_connections_refused_total counts refusals)",
-                 connections_refused_unreported_, peer.address().to_string(), max_connections_);
+                 connections_refused_unreported_, peer_address, max_connections_);
     connections_refused_unreported_ = 0;
     next_refusal_warning_ = now + kAcceptWarningInterval;
   }

@@ -220,6 +220,10 @@ Result<std::optional<SourceOffset>> OffsetStore::ReadLast(std::chrono::milliseco
                                                  {"enable.auto.commit", "false"},
                                                  {"enable.auto.offset.store", "false"},
                                                  {"enable.partition.eof", "true"},
+                                                 // The end shows as an empty fetch, which the
+                                                 // broker would hold 500 ms by default: the
+                                                 // relay's start would wait for it.
+                                                 {"fetch.wait.max.ms", "10"},
                                                  {"allow.auto.create.topics", "false"},
                                                  {"auto.offset.reset", "earliest"}});
   if (!client.ok()) return client.status();

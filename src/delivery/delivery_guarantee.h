@@ -60,7 +60,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/change_event.h"
-#include "delivery/producer.h"
+#include "delivery/kafka_output.h"
 #include "delivery/source_offsets.h"
 #include "status/metrics.h"
 
@@ -99,10 +99,10 @@ class DeliveryGuarantee {
   std::function<void()> discard_handler_;
 };
 
-// The guarantee exactly.once.support asks for, over the relay's producer; it counts its Kafka
-// transactions and position writes in `counters` (both outlive it).
+// The guarantee exactly.once.support asks for, over the relay's Kafka output; it counts its
+// Kafka transactions and position writes in `counters` (both outlive it).
 Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySettings& settings,
-                                                                 KafkaProducer& producer,
+                                                                 KafkaOutput& output,
                                                                  RelayCounters& counters);
 
 }  // namespace walrelay

@@ -19,15 +19,15 @@ std::map<std::string, std::string> ConsumerProperties(std::map<std::string, std:
 }  // namespace
 
 Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySettings& settings,
-                                                                 KafkaProducer& producer,
+                                                                 KafkaOutput& output,
                                                                  RelayCounters& counters) {
   if (!settings.exactly_once.enabled()) {
     auto at_least_once = AtLeastOnce::Create(settings, counters);
     if (!at_least_once.ok()) return at_least_once.status();
     return std::unique_ptr<DeliveryGuarantee>(std::move(at_least_once).value());
   }
-  return std::unique_ptr<DeliveryGuarantee>(std::make_unique<ExactlyOnce>(
-      settings, MakeKafkaTransactions(producer, settings.exactly_once.transactional_id), counters));
+  return std::unique_ptr<DeliveryGuarantee>(
+      std::make_unique<ExactlyOnce>(settings, MakeKafkaTransactions(output), counters));
 }
 
 ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
@@ -53,9 +53,9 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
       return init.status;
     }
     initialised_ = true;
-    spdlog::info("exactly-once: initialised transactions for transactional.id '{}' (any older "
-                 "producer with this id is fenced)",
-                 transactional_id_);
+    spdlog::info("exactly-once: initialised transactions for transactional.id '{}' and '{}{}', "
+                 "its two producers taking turns (any older producer with these ids is fenced)",
+                 transactional_id_, transactional_id_, KafkaOutput::kSecondIdSuffix);
   }
   WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
   // Back on the server this process streamed from: what it committed itself is the newest

@@ -4,7 +4,7 @@
 //
 // Contract (errors are TxnStatus, delivery/transactional_producer.h, whose kind says what to do;
 // `operation` names the call in the error's message):
-// - Init(timeout): registers the transactional.id, fencing older producers with it.
+// - Init(timeout): registers the transactional ids, fencing older producers with them.
 // - Begin(): opens a transaction; every record produced until Commit/Abort belongs to it.
 // - SendOffset(record): produces the offset record into the open transaction, without a
 //   delivery report for the pipeline (the commit is its acknowledgement).
@@ -18,7 +18,7 @@
 #include <memory>
 #include <string>
 
-#include "delivery/producer.h"
+#include "delivery/kafka_output.h"
 #include "delivery/transactional_producer.h"
 #include "transform/record.h"
 
@@ -34,8 +34,9 @@ class KafkaTransactions {
   virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;
 };
 
-// Over the relay's transactional producer (it must outlive the result).
-std::unique_ptr<KafkaTransactions> MakeKafkaTransactions(KafkaProducer& producer,
-                                                         std::string transactional_id);
+// Over the relay's transactional output (it must outlive the result): each Begin() moves to
+// the next of its producers, which receives the transaction's records (delivery/kafka_output.h);
+// Init() initialises every one of them.
+std::unique_ptr<KafkaTransactions> MakeKafkaTransactions(KafkaOutput& output);
 
 }  // namespace walrelay

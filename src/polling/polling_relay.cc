@@ -27,14 +27,13 @@ PollingRelay::PollingRelay(RelaySettings settings, boost::asio::io_context& io)
 PollingRelay::~PollingRelay() = default;
 
 Status PollingRelay::Build() {
-  auto producer = KafkaProducer::Create(
-      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
-      [this](const Status& failure) { OnProducerFailure(failure); }, settings_.ProvidedKafkaKeys());
-  if (!producer.ok()) return producer.status();
-  producer_ = std::move(producer).value();
-  kafka_events_ = std::make_unique<KafkaEventWatch>(io_, *producer_);
+  auto output = KafkaOutput::Create(
+      io_, settings_, [this](const DeliveryReport& report) { OnDelivery(report); },
+      [this](const Status& failure) { OnProducerFailure(failure); });
+  if (!output.ok()) return output.status();
+  output_ = std::move(output).value();
   auto pipeline =
-      RecordPipeline::Create(settings_, *producer_, std::make_unique<AcknowledgedOnly>(), counters_,
+      RecordPipeline::Create(settings_, *output_, std::make_unique<AcknowledgedOnly>(), counters_,
                              [this](Status failure) { OnPipelineFailure(failure); });
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = std::move(pipeline).value();
@@ -46,7 +45,7 @@ Status PollingRelay::Build() {
 }
 
 Status PollingRelay::Run() {
-  if (Status watching = kafka_events_->Start(); !watching.ok()) {
+  if (Status watching = output_->Start(); !watching.ok()) {
     spdlog::error("{}", watching.ToString());
     return watching;
   }
@@ -327,9 +326,9 @@ void PollingRelay::FinishShutdown() {
   finished_ = true;
   spdlog::info("stopped polling {}.{}", settings_.polling.schema, settings_.polling.table);
   pipeline_->Stopping();
-  if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
+  output_->PurgeAll();
   for (auto* timer : {&poll_timer_, &connect_timer_, &shutdown_timer_}) timer->cancel();
-  kafka_events_->Stop();
+  output_->Stop();
   progress_log_.Stop();
   table_.reset();
   state_ = RelayState::kStopped;

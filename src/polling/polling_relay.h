@@ -32,8 +32,7 @@
 
 #include <boost/asio.hpp>
 
-#include "delivery/kafka_event_watch.h"
-#include "delivery/producer.h"
+#include "delivery/kafka_output.h"
 #include "delivery/record_pipeline.h"
 #include "pg/source_catalog.h"
 #include "polling/outbox_table.h"
@@ -65,13 +64,13 @@ class PollingRelay final : public RunningRelay {
   bool Restart() override;
   bool paused() const override { return paused_; }
   bool connected() const override { return table_ != nullptr && state_ == RelayState::kStreaming; }
-  bool producer_ready() const override { return producer_ != nullptr; }
+  bool producer_ready() const override { return output_ != nullptr; }
   const Status& failure() const override { return final_status_; }
   const std::string& connection_error() const override { return connection_error_; }
   const RelaySettings& settings() const override { return settings_; }
   const RelayCounters& counters() const override { return counters_; }
   const RecordPipeline& pipeline() const override { return *pipeline_; }
-  const KafkaProducer& producer() const override { return *producer_; }
+  const KafkaOutput& output() const override { return *output_; }
   Lsn received_lsn() const override { return received_position_; }
   SlotHealthSample slot_health() const override { return {}; }
   uint64_t slot_stalls() const override { return 0; }
@@ -115,8 +114,7 @@ class PollingRelay final : public RunningRelay {
   boost::asio::io_context& io_;
   SourceCatalog catalog_{settings_};
   RelayCounters counters_;
-  std::unique_ptr<KafkaProducer> producer_;
-  std::unique_ptr<KafkaEventWatch> kafka_events_;
+  std::unique_ptr<KafkaOutput> output_;
   std::unique_ptr<RecordPipeline> pipeline_;
   std::unique_ptr<PolledRows> rows_;
   std::unique_ptr<OutboxTable> table_;

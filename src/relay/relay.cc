@@ -63,16 +63,15 @@ Status Relay::Build() {
   auto decoder = MakeDecoder(settings_.plugin_name, options);
   if (!decoder.ok()) return decoder.status();
   decoder_ = std::move(decoder).value();
-  auto producer = KafkaProducer::Create(
-      settings_.kafka, [this](const DeliveryReport& report) { OnDelivery(report); },
-      [this](const Status& failure) { OnProducerFailure(failure); }, settings_.ProvidedKafkaKeys());
-  if (!producer.ok()) return producer.status();
-  producer_ = std::move(producer).value();
-  kafka_events_ = std::make_unique<KafkaEventWatch>(io_, *producer_);
-  auto guarantee = MakeDeliveryGuarantee(settings_, *producer_, counters_);
+  auto output = KafkaOutput::Create(
+      io_, settings_, [this](const DeliveryReport& report) { OnDelivery(report); },
+      [this](const Status& failure) { OnProducerFailure(failure); });
+  if (!output.ok()) return output.status();
+  output_ = std::move(output).value();
+  auto guarantee = MakeDeliveryGuarantee(settings_, *output_, counters_);
   if (!guarantee.ok()) return guarantee.status();
   auto pipeline =
-      RecordPipeline::Create(settings_, *producer_, std::move(guarantee).value(), counters_,
+      RecordPipeline::Create(settings_, *output_, std::move(guarantee).value(), counters_,
                              [this](Status failure) { OnPipelineFailure(failure); });
   if (!pipeline.ok()) return pipeline.status();
   pipeline_ = std::move(pipeline).value();
@@ -89,7 +88,7 @@ Status Relay::Build() {
 }
 
 Status Relay::Run() {
-  if (Status watching = kafka_events_->Start(); !watching.ok()) {
+  if (Status watching = output_->Start(); !watching.ok()) {
     spdlog::error("{}", watching.ToString());
     return watching;
   }
@@ -254,7 +253,7 @@ void Relay::Pump() {
     if (Status st = HandleMessage(message); !st.ok()) return OnStreamError(st);
     streamed = streamed || message[0] == 'w';
     if (handled + 1 == kMessagesPerTurn) {
-      producer_->Poll();
+      output_->Poll();
       pump_scheduled_ = true;
       boost::asio::post(io_, [this] { Pump(); });
     }
@@ -548,7 +547,7 @@ void Relay::FinishShutdown() {
     spdlog::info("stopped before streaming slot '{}'", settings_.slot_name);
   }
   pipeline_->Stopping();
-  if (producer_->OutstandingMessages() > 0) producer_->PurgeAll();
+  output_->PurgeAll();
   boost::system::error_code ignored;
   for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &caught_up_timer_,
                       &boundary_timer_, &gather_timer_}) {
@@ -556,7 +555,7 @@ void Relay::FinishShutdown() {
   }
   receive_watch_.Stop();
   progress_log_.Stop();
-  kafka_events_->Stop();
+  output_->Stop();
   CloseConnection();
   state_ = RelayState::kStopped;
   io_.stop();

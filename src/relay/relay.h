@@ -51,8 +51,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/decoder.h"
-#include "delivery/kafka_event_watch.h"
-#include "delivery/producer.h"
+#include "delivery/kafka_output.h"
 #include "delivery/record_pipeline.h"
 #include "pg/replication_connection.h"
 #include "pg/slot_health.h"
@@ -98,7 +97,7 @@ class Relay final : public RunningRelay {
   bool paused() const override { return paused_; }
   // True while a replication connection is open (streaming, or paused while streaming).
   bool connected() const override { return conn_.has_value() && state_ == RelayState::kStreaming; }
-  bool producer_ready() const override { return producer_ != nullptr; }
+  bool producer_ready() const override { return output_ != nullptr; }
   // The error that stopped the relay; OK while it runs or after a graceful stop.
   const Status& failure() const override { return final_status_; }
   // Why the last connection attempt failed or the connection was lost; "" once streaming.
@@ -106,7 +105,7 @@ class Relay final : public RunningRelay {
   const RelaySettings& settings() const override { return settings_; }
   const RelayCounters& counters() const override { return counters_; }
   const RecordPipeline& pipeline() const override { return *pipeline_; }
-  const KafkaProducer& producer() const override { return *producer_; }
+  const KafkaOutput& output() const override { return *output_; }
   Lsn received_lsn() const override { return received_lsn_; }
   // The slot as pg_replication_slots last showed it (read_ok false: not read yet, or off).
   SlotHealthSample slot_health() const override;
@@ -163,8 +162,7 @@ class Relay final : public RunningRelay {
   SourceCatalog catalog_{settings_};
   std::unique_ptr<Decoder> decoder_;
   RelayCounters counters_;
-  std::unique_ptr<KafkaProducer> producer_;
-  std::unique_ptr<KafkaEventWatch> kafka_events_;
+  std::unique_ptr<KafkaOutput> output_;
   std::unique_ptr<RecordPipeline> pipeline_;
   SourceConnector connector_;
   std::optional<ReplicationConnection> conn_;

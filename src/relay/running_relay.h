@@ -1,6 +1,6 @@
 // RunningRelay: a relay as the command line runs it, whichever source feeds it: a replication
 // slot (relay/relay.h) or the polled outbox table (polling/polling_relay.h). Both produce
-// through a KafkaProducer and a RecordPipeline, from which the observers of RelayView
+// through a KafkaOutput and a RecordPipeline, from which the observers of RelayView
 // (status/relay_view.h) that the two share are answered here, once.
 //
 // Run() runs the loop until a graceful stop or the first fatal error; RequestStop() and
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "common/status.h"
-#include "delivery/producer.h"
+#include "delivery/kafka_output.h"
 #include "delivery/record_pipeline.h"
 #include "status/relay_view.h"
 
@@ -25,14 +25,14 @@ class RunningRelay : public RelayView {
   virtual std::string StaysConfirmed() const = 0;
 
   virtual const RecordPipeline& pipeline() const = 0;
-  virtual const KafkaProducer& producer() const = 0;
+  virtual const KafkaOutput& output() const = 0;
 
   size_t inflight_records() const final { return pipeline().inflight_records(); }
   size_t inflight_bytes() const final { return pipeline().inflight_bytes(); }
   size_t ack_ledger_entries() const final { return pipeline().ledger_entries(); }
   size_t ack_ledger_bytes() const final { return pipeline().ledger_bytes(); }
   size_t held_records() const final { return pipeline().held_records(); }
-  int kafka_queue_length() const final { return producer().OutstandingMessages(); }
+  int kafka_queue_length() const final { return output().OutstandingMessages(); }
   double ReplicationLagSeconds() const final;
 };
 

@@ -26,7 +26,7 @@ const SourceIdentity kServerB{"7000000000000000002", 1};
 // A pipeline over a FakeSink with the at-least-once guarantee, and the stream to feed it.
 struct Harness {
   explicit Harness(const std::string& extra = "") : settings(Settings(extra)) {
-    auto guarantee = MakeDeliveryGuarantee(settings, *unused_producer(), counters);
+    auto guarantee = MakeDeliveryGuarantee(settings, *unused_output(), counters);
     REQUIRE_MESSAGE(guarantee.ok(), guarantee.status().ToString());
     auto made = RecordPipeline::Create(settings, sink, std::move(guarantee).value(), counters,
                                        [this](Status failure) { failures.push_back(failure); });
@@ -34,16 +34,17 @@ struct Harness {
     pipeline = std::move(made).value();
   }
 
-  // At least once does not use the relay's producer; MakeDeliveryGuarantee takes one for
+  // At least once does not use the relay's Kafka output; MakeDeliveryGuarantee takes one for
   // exactly once. One that never connects anywhere.
-  KafkaProducer* unused_producer() {
-    if (!producer) {
-      auto made = KafkaProducer::Create({{"bootstrap.servers", "127.0.0.1:9"}, {"log_level", "0"}},
-                                        [](const DeliveryReport&) {});
+  KafkaOutput* unused_output() {
+    if (!output) {
+      RelaySettings unused = settings;
+      unused.kafka = {{"bootstrap.servers", "127.0.0.1:9"}, {"log_level", "0"}};
+      auto made = KafkaOutput::Create(io, unused, [](const DeliveryReport&) {}, {});
       REQUIRE_MESSAGE(made.ok(), made.status().ToString());
-      producer = std::move(made).value();
+      output = std::move(made).value();
     }
-    return producer.get();
+    return output.get();
   }
 
   void Start(const SourceIdentity& server, Lsn slot, Lsn start = Lsn()) {
@@ -74,7 +75,8 @@ struct Harness {
   RelaySettings settings;
   RelayCounters counters;
   FakeSink sink;
-  std::unique_ptr<KafkaProducer> producer;
+  boost::asio::io_context io;
+  std::unique_ptr<KafkaOutput> output;
   std::vector<Status> failures;
   std::unique_ptr<RecordPipeline> pipeline;
 };

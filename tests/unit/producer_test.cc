@@ -1,11 +1,18 @@
 // KafkaProducer against librdkafka's in-process mock cluster: Produce never waits for room in a
-// full queue, and an exception from a callback handler never unwinds through librdkafka.
+// full queue, and an exception from a callback handler never unwinds through librdkafka; and
+// KafkaOutput's two transactional producers taking turns.
 #include <doctest/doctest.h>
 
+#include <utility>
+
+#include <boost/asio.hpp>
 #include <chrono>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
+#include "delivery/kafka_output.h"
+#include "delivery/kafka_transactions.h"
 #include "delivery/producer.h"
 #include "devtools/mock_kafka.h"
 
@@ -114,4 +121,54 @@ TEST_CASE("a full librdkafka queue: Produce returns QUEUE_FULL at once instead o
   CHECK((*producer)->Produce(MakeRecord("full", "v"), 3).ok());
   REQUIRE(PollUntil(
       **producer, [&] { return acked == 4; }, 20s));
+}
+
+TEST_CASE("exactly once: each Kafka transaction goes to the other of two producers") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("turns", 1, 1).ok());
+  RelaySettings settings;
+  settings.kafka = {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
+                    {"transactional.id", "walrelay-turns"}};
+  boost::asio::io_context io;
+  std::vector<uint64_t> acked;
+  auto output = KafkaOutput::Create(io, settings,
+                                    [&](const DeliveryReport& r) {
+                                      if (r.error == RD_KAFKA_RESP_ERR_NO_ERROR)
+                                        acked.push_back(r.ticket);
+                                    },
+                                    {});
+  REQUIRE_MESSAGE(output.ok(), output.status().ToString());
+  KafkaOutput& out = **output;
+  REQUIRE(out.producer_count() == 2);
+  CHECK(out.transactional_id(0) == "walrelay-turns");
+  CHECK(out.transactional_id(1) == "walrelay-turns.1");
+
+  auto transactions = MakeKafkaTransactions(out);
+  TxnStatus init = transactions->Init(10s);
+  REQUIRE_MESSAGE(init.ok(), init.status.ToString());
+  std::vector<rd_kafka_t*> holders;
+  for (uint64_t i = 0; i < 4; ++i) {
+    REQUIRE(transactions->Begin().ok());
+    holders.push_back(out.active().native_handle());
+    REQUIRE(out.Produce(MakeRecord("turns", "committed-" + std::to_string(i)), i).ok());
+    TxnStatus committed = transactions->Commit(10s, "committing");
+    REQUIRE_MESSAGE(committed.ok(), committed.status.ToString());
+  }
+  CHECK(holders[0] != holders[1]);
+  CHECK(holders[2] == holders[0]);
+  CHECK(holders[3] == holders[1]);
+  // The commit flushed each record, its report served on the caller's thread.
+  CHECK(acked == std::vector<uint64_t>{0, 1, 2, 3});
+
+  // An aborted transaction does not change the order of turns, and the next one commits.
+  REQUIRE(transactions->Begin().ok());
+  CHECK(out.active().native_handle() == holders[0]);
+  REQUIRE(out.Produce(MakeRecord("turns", "aborted"), 4).ok());
+  REQUIRE(transactions->Abort(10s).ok());
+  REQUIRE(transactions->Begin().ok());
+  CHECK(out.active().native_handle() == holders[1]);
+  REQUIRE(out.Produce(MakeRecord("turns", "committed-5"), 5).ok());
+  REQUIRE(transactions->Commit(10s, "committing").ok());
+  CHECK(out.OutstandingMessages() == 0);
 }

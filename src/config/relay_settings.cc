@@ -245,7 +245,7 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   if (!boundary.ok()) return boundary.status();
   eos.boundary.mode = *boundary == "source.commit" ? TransactionBoundaryMode::kEverySourceCommit
                                                    : TransactionBoundaryMode::kGrouped;
-  auto interval = p.GetInt("transaction.boundary.interval.ms", 50, 1, 3600000);
+  auto interval = p.GetInt("transaction.boundary.interval.ms", 25, 1, 3600000);
   if (!interval.ok()) return interval.status();
   eos.boundary.interval = std::chrono::milliseconds(*interval);
   auto max_records = p.GetInt("transaction.boundary.max.records", 0, 0, INT64_MAX);

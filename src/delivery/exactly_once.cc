@@ -204,8 +204,8 @@ Status ExactlyOnce::Commit() {
       return Failed(committed, "committing the transaction up to " + upto);
   }
   kafka_open_ = false;
+  boundary_.Stretch(Clock::now() - started, boundary_.records());
   boundary_.Reset();
-  boundary_.Stretch(Clock::now() - started);
   last_included_.reset();
   Committed(offset.lsn_commit);
   ++counters_.kafka_transactions["committed"];

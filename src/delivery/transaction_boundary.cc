@@ -33,8 +33,10 @@ std::optional<TransactionBoundary::Clock::time_point> TransactionBoundary::IdleD
   return *first_record_ + std::chrono::duration_cast<Clock::duration>(interval());
 }
 
-void TransactionBoundary::Stretch(std::chrono::nanoseconds commit_duration) {
-  stretched_ = std::min<std::chrono::nanoseconds>(commit_duration * kStretchFactor, kMaxStretch);
+void TransactionBoundary::Stretch(std::chrono::nanoseconds commit_duration, int64_t records) {
+  stretched_ = records < kStretchMinRecords ? std::chrono::nanoseconds(0)
+                                            : std::min<std::chrono::nanoseconds>(
+                                                  commit_duration * kStretchFactor, kMaxStretch);
 }
 
 std::chrono::nanoseconds TransactionBoundary::interval() const {

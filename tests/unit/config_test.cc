@@ -420,7 +420,7 @@ TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad va
   REQUIRE_MESSAGE(s.ok(), s.status().ToString());
   CHECK(s->exactly_once.support == ExactlyOnceSupport::kRequested);
   CHECK(s->exactly_once.boundary.mode == TransactionBoundaryMode::kGrouped);
-  CHECK(s->exactly_once.boundary.interval == std::chrono::milliseconds(50));
+  CHECK(s->exactly_once.boundary.interval == std::chrono::milliseconds(25));
   CHECK(s->offsets.topic == "offs");
   CHECK(s->offsets.partitions == 1);
   CHECK(s->offsets.replication_factor == -1);

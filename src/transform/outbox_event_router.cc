@@ -806,6 +806,10 @@ class OutboxEventRouter final : public Transform {
 
   const std::string& alias() const override { return alias_; }
 
+  // A row is routed (topic and key replaced), dropped or failed; only the envelope's schema
+  // name is built from the source's topic.
+  bool ReadsSourceTopicAndKey() const override { return config_.envelope_mode; }
+
   Result<TransformOutcome> Apply(Record& record) override {
     // Not a row change (or already rewritten): Debezium passes non-Envelope records through.
     if (record.change == nullptr) return TransformOutcome::kKeep;

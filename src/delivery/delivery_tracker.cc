@@ -53,10 +53,23 @@ void DeliveryTracker::CommitTransaction(Lsn end_lsn) {
 }
 
 const DeliveryTracker::Entry* DeliveryTracker::Find(uint64_t ticket) const {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), ticket,
-                             [](const Entry& e, uint64_t t) { return e.sequence < t; });
-  if (it == entries_.end() || it->sequence != ticket || it->state == State::kCommit) return nullptr;
-  return &*it;
+  if (entries_.empty() || ticket < entries_.front().sequence) return nullptr;
+  // Sequences increase by one along entries_ until a collapse removes some, so the ticket's
+  // entry is at its distance from the front's sequence, or before it. Acknowledgements come
+  // mostly in order: the first guess finds it without a search.
+  const uint64_t distance = ticket - entries_.front().sequence;
+  const Entry* found = nullptr;
+  if (distance < entries_.size() && entries_[distance].sequence == ticket) {
+    found = &entries_[distance];
+  } else {
+    const auto end = entries_.begin() +
+                     static_cast<std::ptrdiff_t>(std::min<uint64_t>(distance, entries_.size()));
+    auto it = std::lower_bound(entries_.begin(), end, ticket,
+                               [](const Entry& e, uint64_t t) { return e.sequence < t; });
+    if (it != end && it->sequence == ticket) found = &*it;
+  }
+  if (found == nullptr || found->state == State::kCommit) return nullptr;
+  return found;
 }
 
 DeliveryTracker::Entry* DeliveryTracker::Find(uint64_t ticket) {

@@ -12,18 +12,50 @@ Dispatcher::TopicAcks* Dispatcher::AcksOf(const std::string& topic) {
   return last_topic_;
 }
 
+namespace {
+
+// Settled slots the in-flight queue may hold beyond one per record in flight before they are
+// dropped: each slot is dropped at most once, so the cost per record stays constant.
+constexpr size_t kSettledSlack = 64;
+
+}  // namespace
+
+const Dispatcher::InFlight* Dispatcher::FindInFlight(uint64_t ticket) const {
+  if (in_flight_.empty()) return nullptr;
+  const InFlight* slot = &in_flight_.front();
+  if (slot->ticket != ticket) {
+    auto it = std::lower_bound(in_flight_.begin(), in_flight_.end(), ticket,
+                               [](const InFlight& f, uint64_t t) { return f.ticket < t; });
+    if (it == in_flight_.end() || it->ticket != ticket) return nullptr;
+    slot = &*it;
+  }
+  return slot->topic != nullptr ? slot : nullptr;
+}
+
+void Dispatcher::LeftLedger(InFlight& slot) {
+  slot.topic = nullptr;
+  --in_flight_records_;
+  while (!in_flight_.empty() && in_flight_.front().topic == nullptr) in_flight_.pop_front();
+  if (in_flight_.size() >= 2 * in_flight_records_ + kSettledSlack) {
+    in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
+                                    [](const InFlight& f) { return f.topic == nullptr; }),
+                     in_flight_.end());
+  }
+}
+
 uint64_t Dispatcher::Register(const Record& record, size_t bytes) {
   // A row's label is its table's name, which the record holds already: no string per record.
   const uint64_t ticket =
       record.source.table.empty()
           ? ledger_.AddRecord(record.source.lsn, bytes, OriginLabel(record.source))
           : ledger_.AddRecord(record.source.lsn, bytes, record.source.table);
-  in_flight_[ticket] = {AcksOf(record.topic), record.source.commit_time_ms};
+  in_flight_.push_back(InFlight{ticket, AcksOf(record.topic), record.source.commit_time_ms});
+  ++in_flight_records_;
   return ticket;
 }
 
 void Dispatcher::Retarget(uint64_t ticket, const std::string& topic) {
-  if (auto it = in_flight_.find(ticket); it != in_flight_.end()) it->second.topic = AcksOf(topic);
+  if (InFlight* slot = FindInFlight(ticket)) slot->topic = AcksOf(topic);
 }
 
 Status Dispatcher::Send(Record& record, uint64_t ticket) {
@@ -72,13 +104,13 @@ Status Dispatcher::SendHeld() {
 }
 
 Status Dispatcher::OnDelivery(const DeliveryReport& report) {
-  auto it = in_flight_.find(report.ticket);
-  if (it == in_flight_.end()) return Status::Ok();  // forgotten: an aborted transaction's
+  InFlight* slot = FindInFlight(report.ticket);
+  if (slot == nullptr) return Status::Ok();  // forgotten: an aborted transaction's
   if (report.error == RD_KAFKA_RESP_ERR_NO_ERROR) {
     ledger_.Acknowledge(report.ticket);
-    ++it->second.topic->second;
-    last_acked_commit_ms_ = std::max(last_acked_commit_ms_, it->second.commit_time_ms);
-    in_flight_.erase(it);
+    ++slot->topic->second;
+    last_acked_commit_ms_ = std::max(last_acked_commit_ms_, slot->commit_time_ms);
+    LeftLedger(*slot);
     return Status::Ok();
   }
   Record failed = report.failed;
@@ -93,25 +125,27 @@ Status Dispatcher::Refused(Record& record, uint64_t ticket, rd_kafka_resp_err_t 
   Refusal refusal{record, ticket, code, std::move(error), sent};
   Status outcome = on_refused_(refusal);
   // Dealt with or failed, a record that left the ledger is no longer in flight.
-  if (!ledger_.SourceOf(ticket)) in_flight_.erase(ticket);
+  if (!ledger_.SourceOf(ticket)) EraseInFlight(ticket);
   return outcome;
 }
 
 void Dispatcher::Settle(uint64_t ticket) {
   ledger_.Acknowledge(ticket);
-  in_flight_.erase(ticket);
+  EraseInFlight(ticket);
 }
 
 void Dispatcher::Fail(uint64_t ticket, const std::string& why) {
   ledger_.Fail(ticket, why);
-  in_flight_.erase(ticket);
+  EraseInFlight(ticket);
 }
 
 void Dispatcher::Forget() {
   for (const Held& held : held_) ledger_.Acknowledge(held.ticket);
   held_.clear();
-  for (const auto& entry : in_flight_) ledger_.Acknowledge(entry.first);
+  for (const InFlight& slot : in_flight_)
+    if (slot.topic != nullptr) ledger_.Acknowledge(slot.ticket);
   in_flight_.clear();
+  in_flight_records_ = 0;
 }
 
 std::optional<Dispatcher::Waiting> Dispatcher::OldestWaiting() const {
@@ -119,8 +153,8 @@ std::optional<Dispatcher::Waiting> Dispatcher::OldestWaiting() const {
   if (!oldest) return std::nullopt;
   const std::optional<DeliveryTracker::Source> source = ledger_.SourceOf(*oldest);
   if (!source) return std::nullopt;
-  auto it = in_flight_.find(*oldest);
-  return Waiting{*oldest, it != in_flight_.end() ? it->second.topic->first : "?", *source};
+  const InFlight* slot = FindInFlight(*oldest);
+  return Waiting{*oldest, slot != nullptr ? slot->topic->first : "?", *source};
 }
 
 }  // namespace walrelay

@@ -25,7 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 #include "common/lsn.h"
 #include "common/status.h"
@@ -93,7 +93,8 @@ class Dispatcher {
   // Per record in flight: its topic's ack counter (std::map elements never move) and commit
   // time, for /metrics, the lag gauge and the stall warning.
   struct InFlight {
-    TopicAcks* topic;
+    uint64_t ticket;
+    TopicAcks* topic;  // nullptr once the record left the ledger
     int64_t commit_time_ms;
   };
   struct Held {
@@ -101,6 +102,16 @@ class Dispatcher {
     uint64_t ticket;
   };
   TopicAcks* AcksOf(const std::string& topic);
+  // The record's slot in in_flight_, or nullptr when it is not in flight.
+  const InFlight* FindInFlight(uint64_t ticket) const;
+  InFlight* FindInFlight(uint64_t ticket) {
+    return const_cast<InFlight*>(std::as_const(*this).FindInFlight(ticket));
+  }
+  // The record left the ledger (acknowledged, settled, failed).
+  void LeftLedger(InFlight& slot);
+  void EraseInFlight(uint64_t ticket) {
+    if (InFlight* slot = FindInFlight(ticket)) LeftLedger(*slot);
+  }
   void Hold(Held held);
   Status Refused(Record& record, uint64_t ticket, rd_kafka_resp_err_t code, Status error,
                  bool sent);
@@ -110,7 +121,13 @@ class Dispatcher {
   RefusalHandler on_refused_;
   DeliveryTracker ledger_;
   std::deque<Held> held_;
-  std::unordered_map<uint64_t, InFlight> in_flight_;
+  // Records in flight in ticket order (the ledger's tickets increase). Kafka acknowledges
+  // mostly in that order, so the record acknowledged is usually the front, and a settled
+  // record's slot leaves once the ones before it have left. Settled slots behind an older
+  // record are dropped when they outnumber the records in flight, so the queue holds
+  // O(records in flight) slots however long one record waits.
+  std::deque<InFlight> in_flight_;
+  size_t in_flight_records_ = 0;
   TopicAcks* last_topic_ = nullptr;  // the previous record's, looked up once per run of a topic
   int64_t last_acked_commit_ms_ = 0;
 };

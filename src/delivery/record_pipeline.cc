@@ -40,6 +40,8 @@ Result<std::unique_ptr<RecordPipeline>> RecordPipeline::Create(
   auto chain = TransformChain::Build(settings.properties, pipeline->source_context_);
   if (!chain.ok()) return chain.status();
   pipeline->chain_.emplace(std::move(chain).value());
+  if (pipeline->chain_->SkipsSourceTopicAndKey())
+    pipeline->source_topic_and_key_ = SourceTopicAndKey::kLeaveUnset;
   return pipeline;
 }
 
@@ -171,7 +173,7 @@ Status RecordPipeline::HandleChange(const RowChange& change) {
   const SourceTable& source = LookupTable(change.schema, change.table);
   if (!source.included) return Status::Ok();
   ++*source.read_counter;
-  Status relayed = Relay(MakeSourceRecord(change, source_context_), [&] {
+  Status relayed = Relay(MakeSourceRecord(change, source_context_, source_topic_and_key_), [&] {
     // The dead letter carries the row as the change event it came in as.
     Record original = MakeSourceRecord(change, source_context_);
     original.value = SerializeChangeEvent(change, source_context_, NowMillis());
@@ -179,7 +181,7 @@ Status RecordPipeline::HandleChange(const RowChange& change) {
   });
   if (!relayed.ok() || change.op != ChangeOp::kDelete || !settings_.tombstones_on_delete)
     return relayed;
-  return Relay(MakeTombstoneRecord(change, source_context_),
+  return Relay(MakeTombstoneRecord(change, source_context_, source_topic_and_key_),
                [&] { return MakeTombstoneRecord(change, source_context_); });
 }
 

@@ -167,6 +167,9 @@ class RecordPipeline {
   SourceContext source_context_;
   Converters converters_;
   std::optional<TransformChain> chain_;
+  // kLeaveUnset when the chain's first transform replaces a row's topic and key (the event
+  // router): the dead letter of a failed row still gets them, from `original`.
+  SourceTopicAndKey source_topic_and_key_ = SourceTopicAndKey::kBuild;
   Dispatcher dispatcher_;
   std::vector<SourceTable> tables_;
   size_t last_table_ = 0;

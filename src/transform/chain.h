@@ -34,6 +34,12 @@ class TransformChain {
   static Result<TransformChain> Build(const Properties& config, const SourceContext& context);
 
   Result<TransformOutcome> Apply(Record& record);
+  // True when the first step applies to every record and replaces a table row's topic and key
+  // without reading them (Transform::ReadsSourceTopicAndKey): the source need not build them.
+  bool SkipsSourceTopicAndKey() const {
+    return !steps_.empty() && steps_.front().predicate == nullptr &&
+           !steps_.front().transform->ReadsSourceTopicAndKey();
+  }
   bool empty() const { return steps_.empty(); }
   size_t size() const { return steps_.size(); }
 

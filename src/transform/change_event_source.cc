@@ -156,8 +156,7 @@ namespace {
 constexpr size_t kKeepKeyBufferBytes = 64 * 1024;
 }  // namespace
 
-Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
-  Record record;
+void SetSourceTopicAndKey(Record& record, const RowChange& change, const SourceContext& ctx) {
   // Built in place: each `+` of a concatenation allocates, and this runs for every row.
   record.topic.reserve(ctx.topic_prefix.size() + change.schema.size() + change.table.size() + 2);
   record.topic.append(ctx.topic_prefix)
@@ -193,6 +192,12 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
       }
     }
   }
+}
+
+Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx,
+                        SourceTopicAndKey topic_and_key) {
+  Record record;
+  if (topic_and_key == SourceTopicAndKey::kBuild) SetSourceTopicAndKey(record, change, ctx);
   record.timestamp_ms = change.commit_time_ms;
   record.source.lsn = change.lsn;
   record.source.table.reserve(change.schema.size() + change.table.size() + 1);
@@ -204,8 +209,9 @@ Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx) {
   return record;
 }
 
-Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx) {
-  Record record = MakeSourceRecord(change, ctx);
+Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx,
+                           SourceTopicAndKey topic_and_key) {
+  Record record = MakeSourceRecord(change, ctx, topic_and_key);
   record.source.tombstone = true;
   return record;
 }

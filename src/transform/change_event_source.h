@@ -37,18 +37,27 @@ struct SourceContext {
   ColumnModes modes;           // how change events and keys render column values
 };
 
+// Whether MakeSourceRecord builds the topic and key, or leaves them for a chain whose first
+// transform replaces both (TransformChain::SkipsSourceTopicAndKey): an empty topic and a null
+// key until SetSourceTopicAndKey() builds them.
+enum class SourceTopicAndKey : uint8_t { kBuild, kLeaveUnset };
+
 // The record for `change` before any transform: topic `<topic_prefix>.<schema>.<table>`, key
 // = JSON object of the primary-key columns (from the identity image for deletes), or a null
 // key when the table has no primary key or the image lacks one of its columns; timestamp =
 // commit time. `record.change` points at `change`, which must outlive the record's trip
 // through the chain.
-Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx);
+Record MakeSourceRecord(const RowChange& change, const SourceContext& ctx,
+                        SourceTopicAndKey topic_and_key = SourceTopicAndKey::kBuild);
+// Sets the topic and key MakeSourceRecord gives `change`'s record.
+void SetSourceTopicAndKey(Record& record, const RowChange& change, const SourceContext& ctx);
 
 // The tombstone Debezium sends after a delete (`tombstones.on.delete`, default true): the
 // delete's record with `source.tombstone` set; its value stays null at the end of the chain.
 // `record.change` still points at the delete, so that a transform treats it as one (the event
 // router drops it, as Debezium's drops tombstones).
-Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx);
+Record MakeTombstoneRecord(const RowChange& change, const SourceContext& ctx,
+                           SourceTopicAndKey topic_and_key = SourceTopicAndKey::kBuild);
 
 // The change event value as Debezium lays it out: {"before","after","source","transaction",
 // "op","ts_ms","ts_us","ts_ns"}. `before` is RowChange::before (null when empty: an insert, an

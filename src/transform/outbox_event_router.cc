@@ -806,6 +806,10 @@ class OutboxEventRouter final : public Transform {
 
   const std::string& alias() const override { return alias_; }
 
+  // A row is routed (topic and key replaced), dropped or failed; only the envelope's schema
+  // name is built from the source's topic.
+  bool ReadsSourceTopicAndKey() const override { return config_.envelope_mode; }
+
   Result<TransformOutcome> Apply(Record& record) override {
     // Not a row change (or already rewritten): Debezium passes non-Envelope records through.
     if (record.change == nullptr) return TransformOutcome::kKeep;
@@ -827,26 +831,20 @@ class OutboxEventRouter final : public Transform {
   }
 
  private:
-  // "(table public.outbox, event id 'x', LSN 0/16B3748)"
-  static std::string Where(const Record& record, const std::optional<std::string>& event_id) {
+  // "(table public.outbox, event id 'x', LSN 0/16B3748)". `event_id` is the row's event id
+  // column, nullptr before it is found: its text is copied only when a message names it.
+  static std::string Where(const Record& record, const Column* event_id) {
     std::string where = DescribeOrigin(record.source);
-    if (event_id) where += ", event id '" + *event_id + "'";
+    if (event_id != nullptr && !event_id->is_null()) where += ", event id '" + event_id->text + "'";
     return where + ", LSN " + record.source.lsn.ToString();
   }
 
-  static Status Fail(const Record& record, const std::optional<std::string>& event_id,
-                     const std::string& what) {
+  static Status Fail(const Record& record, const Column* event_id, const std::string& what) {
     return Status::Transform(what + " (" + Where(record, event_id) + ")");
   }
 
-  std::optional<std::string> EventIdText(const RowChange& row) const {
-    const Column* id = row.Find(config_.id_column);
-    if (id == nullptr || id->is_null()) return std::nullopt;
-    return id->text;
-  }
-
   Result<TransformOutcome> UnexpectedUpdate(const Record& record) const {
-    const std::optional<std::string> event_id = EventIdText(*record.change);
+    const Column* event_id = record.change->Find(config_.id_column);
     const std::string what =
         "unexpected UPDATE of an outbox row (outbox rows should only be inserted); '" +
         config_.invalid_op_key + "' is ";
@@ -881,7 +879,7 @@ class OutboxEventRouter final : public Transform {
   // The expanded payload, or nullopt (with Debezium's warning) when the payload is not a JSON
   // object or array.
   std::optional<Expanded> ExpandPayload(const Record& record, const Column& payload,
-                                        const std::optional<std::string>& event_id) const {
+                                        const Column* event_id) const {
     if (payload.is_null()) return std::nullopt;
     if (payload.kind != ValueKind::kString || IsBytea(payload)) {
       spdlog::warn("{}: JSON expansion is on but payload column '{}' has type '{}', not text; "
@@ -935,7 +933,7 @@ class OutboxEventRouter final : public Transform {
       const Record& record, const RowChange& row, const Column& route,
       const std::string& payload_schema,
       const std::vector<std::pair<const std::string*, const Column*>>& envelope,
-      const std::optional<std::string>& event_id) {
+      const Column* event_id) {
     std::optional<std::string> version;
     if (config_.schema_version_column) {
       const std::string& name = *config_.schema_version_column;
@@ -984,7 +982,7 @@ class OutboxEventRouter final : public Transform {
   }
 
   Result<TransformOutcome> Route(Record& record, const RowChange& row) {
-    std::optional<std::string> event_id;
+    const Column* event_id = nullptr;
     auto fail = [&](const std::string& what) { return Fail(record, event_id, what); };
     auto missing = [&](const char* role, const std::string& column, const std::string& key) {
       return fail(std::string(role) + " column '" + column + "' ('" + key + "') is not in the row");
@@ -999,7 +997,7 @@ class OutboxEventRouter final : public Transform {
     // Event id first, so every later message can name it.
     const Column* id = row.Find(config_.id_column);
     if (id == nullptr) return missing("event id", config_.id_column, config_.id_key);
-    event_id = EventIdText(row);
+    event_id = id;
     auto id_value = value_of(*id);
     if (!id_value.ok()) return id_value.status();
 

@@ -20,6 +20,11 @@ class Transform {
  public:
   virtual ~Transform() = default;
   virtual Result<TransformOutcome> Apply(Record& record) = 0;
+  // Whether Apply() may read, or keep, the topic and key the source gave a table row's record
+  // (transform/change_event_source.h). A transform that answers false replaces both for every
+  // such record it keeps, and reads neither before: as the first step of a chain, for every
+  // record, it lets the source skip building them (TransformChain::SkipsSourceTopicAndKey).
+  virtual bool ReadsSourceTopicAndKey() const { return true; }
   // The alias from `transforms=...`, for messages.
   virtual const std::string& alias() const = 0;
 };

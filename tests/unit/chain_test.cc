@@ -111,6 +111,48 @@ TEST_CASE("the event router after a plugin passes the already rendered record th
   CHECK(HeaderText(record, "trace") == "x");
 }
 
+TEST_CASE("the source skips a row's topic and key only for an event router that replaces both") {
+  const std::map<std::string, std::string> router = {{"transforms", "outbox"},
+                                                     {"transforms.outbox.type", kRouter}};
+  CHECK(MustBuild(router).SkipsSourceTopicAndKey());
+  CHECK_FALSE(MustBuild({}).SkipsSourceTopicAndKey());
+  // An envelope's schema is named after the source's topic.
+  auto envelope = router;
+  envelope["transforms.outbox.table.fields.additional.placement"] = "type:envelope";
+  CHECK_FALSE(MustBuild(envelope).SkipsSourceTopicAndKey());
+  // A record the predicate excludes keeps the source's topic and key.
+  auto conditional = router;
+  conditional["transforms.outbox.predicate"] = "p";
+  conditional["predicates"] = "p";
+  conditional["predicates.p.type"] = "HasHeaderKey";
+  conditional["predicates.p.name"] = "tenant";
+  CHECK_FALSE(MustBuild(conditional).SkipsSourceTopicAndKey());
+  auto after_plugin = Tags({"tag"});
+  after_plugin["transforms"] = "tag,outbox";
+  after_plugin["transforms.outbox.type"] = kRouter;
+  CHECK_FALSE(MustBuild(after_plugin).SkipsSourceTopicAndKey());
+
+  // The routed record is the same either way, and so are the dropped ones.
+  TransformChain chain = MustBuild(router);
+  const RowChange change = testing::OutboxChange();
+  Record built = MakeSourceRecord(change, testing::TestContext());
+  Record unset = MakeSourceRecord(change, testing::TestContext(), SourceTopicAndKey::kLeaveUnset);
+  CHECK(unset.topic.empty());
+  CHECK_FALSE(unset.key.has_value());
+  REQUIRE(*chain.Apply(built) == TransformOutcome::kKeep);
+  REQUIRE(*chain.Apply(unset) == TransformOutcome::kKeep);
+  CHECK(unset.topic == built.topic);
+  CHECK(unset.key == built.key);
+  CHECK(unset.value == built.value);
+  CHECK(unset.headers.size() == built.headers.size());
+  RowChange deleted = change;
+  deleted.op = ChangeOp::kDelete;
+  deleted.identity = deleted.columns;
+  Record tombstone =
+      MakeTombstoneRecord(deleted, testing::TestContext(), SourceTopicAndKey::kLeaveUnset);
+  CHECK(*chain.Apply(tombstone) == TransformOutcome::kDrop);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Predicates
 

@@ -111,6 +111,31 @@ TEST_CASE("an unacknowledged record holds every later transaction back") {
   CHECK(h.pipeline->Confirmable() == L(300));
 }
 
+TEST_CASE("reports around a record Kafka holds back each count once, in any order") {
+  Harness h;
+  h.Start(kServerA, L(100));
+  constexpr int kTransactions = 300;
+  for (int i = 0; i < kTransactions; ++i) h.Transaction(i + 1, L(110 + 10 * i), 1, L(115 + 10 * i));
+  REQUIRE(h.sink.produced.size() == kTransactions);
+  // Every record but the first, the later half before the earlier one.
+  for (int i = kTransactions / 2; i < kTransactions; ++i) REQUIRE(h.Report(i).ok());
+  for (int i = 1; i < kTransactions / 2; ++i) REQUIRE(h.Report(i).ok());
+  CHECK(h.counters.acked["shop.public.outbox"] == kTransactions - 1);
+  CHECK(h.pipeline->inflight_records() == 1);
+  auto waiting = h.pipeline->OldestWaiting();
+  REQUIRE(waiting.has_value());
+  CHECK(waiting->ticket == h.sink.produced[0].ticket);
+  CHECK(waiting->topic == "shop.public.outbox");
+  CHECK(h.pipeline->Confirmable() == L(100));
+  REQUIRE(h.Report(0).ok());
+  CHECK(h.pipeline->Confirmable() == L(115 + 10 * (kTransactions - 1)));
+  CHECK_FALSE(h.pipeline->OldestWaiting().has_value());
+  // A repeated report finds nothing in flight.
+  ++h.sink.outstanding;
+  REQUIRE(h.Report(7).ok());
+  CHECK(h.counters.acked["shop.public.outbox"] == kTransactions);
+}
+
 TEST_CASE("nothing of an open source transaction is confirmable before its commit") {
   Harness h;
   h.Start(kServerA, L(100));

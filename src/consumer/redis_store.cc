@@ -713,8 +713,9 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
     return c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
   };
 
-  std::vector<Claim> claims;   // read so far, in record order
-  std::deque<size_t> calls;    // keys of each claim call sent and not yet read, in order
+  std::vector<Claim> claims;  // read so far, in record order
+  std::deque<size_t> calls;   // keys of each claim call sent and not yet read, in order
+  std::vector<Clock::time_point> claimed_at(n);  // when each record's claim call left
   std::vector<size_t> unread;  // outcomes whose marks were sent on this connection, unread
   std::vector<RunOutcome> outcomes;
   std::vector<size_t> ran;            // the record of each outcome
@@ -737,6 +738,8 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       }
       d.Append(args);
       calls.push_back(count);
+      std::fill(claimed_at.begin() + static_cast<std::ptrdiff_t>(at),
+                claimed_at.begin() + static_cast<std::ptrdiff_t>(at + count), Clock::now());
     }
     if (d.Flush()) return Status::Ok();
     d.ctx.reset();
@@ -792,6 +795,7 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
   if (Status st = send_claims(0); !st.ok()) return fail(st);
   size_t cut = n;
   size_t stop = n;  // the record whose handler failed
+  size_t aged = n;  // the first record not run because its claim had aged
   for (size_t i = 0; i < n; ++i) {
     while (claims.size() <= i)
       if (Status st = read_claims(); !st.ok()) return fail(st);
@@ -801,6 +805,14 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       break;
     }
     if (!granted(c)) continue;
+    // The claims of a whole batch leave at its start; slow handlers before this one may have
+    // taken so much of its lease that another member, given the partition meanwhile, could
+    // take the key over while this handler runs, and both would run it. From here on the
+    // records are claimed again with the next batch (which runs at least its first record).
+    if (!ran.empty() && Clock::now() - claimed_at[i] > lease / 2) {
+      aged = i;
+      break;
+    }
     RunOutcome o;
     HandlerContext ctx(*records[i].message, records[i].key, c.attempts, nullptr, c.fencing_token);
     o.handler = d.RunHandler(handler, ctx, names[i], owner);
@@ -871,6 +883,8 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       }
   for (size_t j = std::min(cut, stop) + 1; j < claims.size(); ++j)
     if (j != cut && granted(claims[j])) (void)d.Eval(kUnclaim, names[j], {owner});
+  for (size_t j = aged; j < claims.size(); ++j)
+    if (granted(claims[j])) (void)d.Eval(kUnclaim, names[j], {owner});
   BatchRun out;
   out.claims.assign(claims.begin(),
                     claims.begin() + static_cast<std::ptrdiff_t>(std::min(cut + 1, claims.size())));

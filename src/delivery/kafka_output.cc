@@ -8,9 +8,10 @@ Result<std::unique_ptr<KafkaOutput>> KafkaOutput::Create(boost::asio::io_context
                                                          KafkaProducer::FailureHandler on_failure) {
   std::unique_ptr<KafkaOutput> output(new KafkaOutput());
   std::vector<std::map<std::string, std::string>> properties{settings.kafka};
-  const auto id = settings.kafka.find("transactional.id");
-  if (id != settings.kafka.end()) {
-    output->transactional_ids_ = {id->second, id->second + kSecondIdSuffix};
+  if (settings.exactly_once.enabled()) {
+    // settings.kafka carries the first id already (config/relay_settings.cc).
+    const std::string& id = settings.exactly_once.transactional_id;
+    output->transactional_ids_ = {id, id + kSecondIdSuffix};
     properties.push_back(settings.kafka);
     properties.back()["transactional.id"] = output->transactional_ids_.back();
   } else {

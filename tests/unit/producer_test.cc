@@ -128,6 +128,8 @@ TEST_CASE("exactly once: each Kafka transaction goes to the other of two produce
   REQUIRE(kafka.ok());
   REQUIRE((*kafka)->CreateTopic("turns", 1, 1).ok());
   RelaySettings settings;
+  settings.exactly_once.support = ExactlyOnceSupport::kRequired;
+  settings.exactly_once.transactional_id = "walrelay-turns";
   settings.kafka = {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
                     {"transactional.id", "walrelay-turns"}};
   boost::asio::io_context io;

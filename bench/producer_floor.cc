@@ -19,13 +19,16 @@
 // system) and each thread's (/proc/self/task/*/schedstat: the main thread, which produces and
 // serves the reports, and librdkafka's threads, the broker thread among them).
 //
-//   build/bench/producer_floor CONFIG RECORDS TOPIC [key=value...]
+//   build/bench/producer_floor CONFIG RECORDS TOPIC [--rate=ROWS_PER_S] [key=value...]
 //
 // CONFIG: a walrelay connector config (its kafka.* settings and bounds are used; nothing else).
 // RECORDS: records, each: int64 timestamp_ms, int32 key length (-1: null), key, int32 value
 // length (-1: null), value, uint32 header count, then per header uint32 name length, name,
 // int32 value length (-1: null), value; all little-endian. TOPIC: where they go (any
-// partition, as walrelay's records). key=value: librdkafka properties set over walrelay's.
+// partition, as walrelay's records). --rate: produce no faster than this, on average from the
+// start (walrelay's own pace, which its walsender sets), serving reports with rd_kafka_poll
+// while ahead as walrelay's loop waits for its socket; without it, as fast as the in-flight
+// bounds let. key=value: librdkafka properties set over walrelay's.
 // Last line: "floor records=N bytes=B wall_s=W cpu_s=C user_s=U sys_s=S main_s=M broker_s=K
 // rdk_main_s=R other_s=O delivered=D failed=F".
 #include <dirent.h>
@@ -57,6 +60,7 @@ using walrelay::KafkaHeadersPtr;
 using walrelay::KafkaTopicPtr;
 
 constexpr int kRecordsPerTurn = 512;  // src/relay/relay.cc, kMessagesPerTurn
+constexpr int kPaceEvery = 64;        // records between checks of --rate
 
 struct Bytes {  // a slice of the records file; null when absent
   const char* data = nullptr;
@@ -168,8 +172,11 @@ int Fail(const std::string& why) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 4) return Fail("usage: producer_floor CONFIG RECORDS TOPIC [key=value...]");
+  if (argc < 4) {
+    return Fail("usage: producer_floor CONFIG RECORDS TOPIC [--rate=ROWS_PER_S] [key=value...]");
+  }
   const std::string topic = argv[3];
+  double rate = 0;
 
   auto config = walrelay::LoadConnectorConfig(argv[1]);
   if (!config.ok()) return Fail(config.status().message());
@@ -177,6 +184,10 @@ int main(int argc, char** argv) {
   if (!settings.ok()) return Fail(settings.status().message());
   std::map<std::string, std::string> props = settings->kafka;
   for (int i = 4; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--rate=", 7) == 0) {
+      rate = std::atof(argv[i] + 7);
+      continue;
+    }
     const char* eq = std::strchr(argv[i], '=');
     if (!eq) return Fail(std::string("not key=value: ") + argv[i]);
     props[std::string(argv[i], eq - argv[i])] = eq + 1;
@@ -224,7 +235,17 @@ int main(int argc, char** argv) {
   getrusage(RUSAGE_SELF, &ru0);
   const auto t0 = std::chrono::steady_clock::now();
   int turn = 0;
+  uint64_t produced = 0;
+  const auto elapsed = [&t0] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   for (const Record& rec : records) {
+    if (rate > 0 && produced % kPaceEvery == 0) {
+      const double due = static_cast<double>(produced) / rate;
+      for (double ahead; (ahead = due - elapsed()) >= 0.001;) {
+        rd_kafka_poll(rk.get(), static_cast<int>(ahead * 1000));
+      }
+    }
     while (flight.records >= max_records || (max_bytes > 0 && flight.bytes >= max_bytes)) {
       rd_kafka_poll(rk.get(), 1000);
     }
@@ -253,6 +274,7 @@ int main(int argc, char** argv) {
       if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) return Fail(rd_kafka_err2str(err));
       rd_kafka_poll(rk.get(), 100);
     }
+    ++produced;
     ++flight.records;
     flight.bytes += bytes;
     payload_bytes += bytes;
@@ -262,7 +284,7 @@ int main(int argc, char** argv) {
     }
   }
   if (rd_kafka_flush(rk.get(), 120000)) return Fail("flush timed out");
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double wall = elapsed();
   getrusage(RUSAGE_SELF, &ru1);
   const auto threads1 = ThreadCpu();
 

@@ -228,6 +228,10 @@ int main(int argc, char** argv) {
 
   const int64_t max_records = settings->max_queue_size;
   const int64_t max_bytes = settings->max_queue_size_bytes;  // 0: no byte bound
+  std::fprintf(stderr,
+               "producer_floor: bounds max.queue.size=%" PRId64 " max.queue.size.in.bytes=%" PRId64
+               "\n",
+               max_records, max_bytes);
   int64_t payload_bytes = 0;
 
   rusage ru0, ru1;

@@ -174,13 +174,14 @@ rm -f "$OUT"/logs/producer-floor/*
 for f in "$WORK"/bench_apache_*_r*.{log,threads,floor,floor.err,paced}; do
   [[ -f $f ]] && cp "$f" "$OUT/logs/producer-floor/"
 done
-PROPS=$(sed -n 's/^producer_floor: //p' "$(ls "$WORK"/*.floor.err | head -1)" |
-  grep -v bootstrap | tr '\n' ' ')
+FLOOR_ERR=$(ls "$WORK"/*.floor.err | head -1)
+PROPS=$(sed -n 's/^producer_floor: //p' "$FLOOR_ERR" | grep -v '^bootstrap\|^bounds' | tr '\n' ' ')
+BOUNDS=$(sed -n 's/^producer_floor: bounds //p' "$FLOOR_ERR")
 python3 - "$OUT/producer-floor.csv" "$(nproc)" "$(psql -X -At -c 'SHOW server_version')" \
   "$(git rev-parse --short HEAD)" "$(uptime | sed 's/.*load average: //')" "${FLOOR_EXTRA:-}" \
-  "$PROPS" >"$OUT/producer-floor.md" <<'EOF'
+  "$PROPS" "$BOUNDS" >"$OUT/producer-floor.md" <<'EOF'
 import csv, statistics, sys
-path, cpus, pgver, rev, load, extra, props = sys.argv[1:8]
+path, cpus, pgver, rev, load, extra, props, bounds = sys.argv[1:9]
 runs = list(csv.DictReader(open(path)))
 def med(rs, k): return statistics.median(float(r[k]) for r in rs)
 print(f"walrelay {rev}, PostgreSQL {pgver}, Apache Kafka 3.9.1 (KRaft, one node, `walrelay "
@@ -192,8 +193,8 @@ print(f"walrelay {rev}, PostgreSQL {pgver}, Apache Kafka 3.9.1 (KRaft, one node,
       "(`paced`), in turns (CPU of the produce phase, getrusage; per thread from "
       "/proc/self/task/*/schedstat).\n")
 print(f"producer_floor's librdkafka settings (walrelay's, from walrelay's config file): "
-      f"{props.strip()}" + (f"; over them: {extra}" if extra else "") + "; in-flight bounds "
-      "max.queue.size and max.queue.size.in.bytes as walrelay's (8192 records, 256 KiB).\n")
+      f"{props.strip()}" + (f"; over them: {extra}" if extra else "") + "; walrelay's "
+      f"in-flight bounds: {bounds}.\n")
 print("| workload | round | side | rows | s | rows/s | CPU s | main (walrelay: loop) | "
       "rdk:broker | rdk:main | other | walsender CPU s | CPU / walsender | broker JVM CPU s |")
 print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")

@@ -171,7 +171,7 @@ stop_broker
 cp "$CSV" "$OUT/producer-floor.csv"
 mkdir -p "$OUT/logs/producer-floor"
 rm -f "$OUT"/logs/producer-floor/*
-for f in "$WORK"/bench_apache_*_r*.{log,threads,floor,floor.err,paced}; do
+for f in "$WORK"/bench_apache_*_r*.{log,threads,floor,floor.err,paced,paced.err}; do
   [[ -f $f ]] && cp "$f" "$OUT/logs/producer-floor/"
 done
 FLOOR_ERR=$(ls "$WORK"/*.floor.err | head -1)

@@ -58,6 +58,7 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
                  transactional_id_, transactional_id_, KafkaOutput::kSecondIdSuffix);
   }
   WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
+  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   // Back on the server this process streamed from: what it committed itself is the newest
   // position (no other producer with its transactional.id can have committed since without
   // fencing it), and is known even while a foreign transaction holds the topic's readers.
@@ -119,8 +120,9 @@ void ExactlyOnce::SourceBegan() {
 Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
   source_open_ = false;
   if (!kafka_open_) {
-    // Nothing of this source transaction, nor of any before it, waits in Kafka.
-    Committed(commit.end_lsn);
+    // Nothing of this source transaction waits in Kafka, nor of any before it but a commit
+    // in progress.
+    NothingPendingUpTo(commit.end_lsn);
     boundary_.Reset();
     return Status::Ok();
   }
@@ -130,20 +132,29 @@ Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
 }
 
 Status ExactlyOnce::Tick(bool all_sent) {
+  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/false));
   if (!kafka_open_ || source_open_ || !last_included_ || !all_sent) return Status::Ok();
   if (!boundary_.ShouldCloseIdle(Clock::now())) return Status::Ok();
   return Commit();
 }
 
 std::optional<DeliveryGuarantee::Clock::time_point> ExactlyOnce::TickDeadline() const {
+  if (pending_) {
+    const auto check = Clock::now() + kCommitCheck;
+    const auto idle = kafka_open_ ? boundary_.IdleDeadline() : std::nullopt;
+    return idle ? std::min(*idle, check) : check;
+  }
   if (!kafka_open_) return std::nullopt;
   return boundary_.IdleDeadline();
 }
 
 Status ExactlyOnce::EndStream(bool all_sent) {
   const bool inside_source = std::exchange(source_open_, false);
-  if (!kafka_open_) return Status::Ok();
-  if (!inside_source && last_included_ && all_sent) return Commit();
+  if (!kafka_open_) return SettleCommit(/*wait=*/true);
+  if (!inside_source && last_included_ && all_sent) {
+    WALRELAY_RETURN_IF_ERROR(Commit());
+    return SettleCommit(/*wait=*/true);
+  }
   return Abort("the replication stream ended inside a source transaction");
 }
 
@@ -152,19 +163,26 @@ Lsn ExactlyOnce::Confirmable(Lsn acknowledged) const {
 }
 
 void ExactlyOnce::ServerPosition(Lsn wal_end) {
-  // Everything streamed before it is committed in Kafka or had no records.
-  if (!kafka_open_ && !source_open_) Committed(wal_end);
+  // Everything streamed before it is committed in Kafka (or committing) or had no records.
+  if (!kafka_open_ && !source_open_) NothingPendingUpTo(wal_end);
 }
 
 void ExactlyOnce::ForgetPosition() {
   if (!initialised_ || kafka_open_) return;
+  if (Status settled = SettleCommit(/*wait=*/true); !settled.ok()) {
+    spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
+                 "slot: {}",
+                 storage_.topic, settled.message());
+    return;
+  }
   Record tombstone = offsets_.MakeRecord(SourceOffset{}, offsets_partitions_);
   tombstone.value.reset();
   TxnStatus done = txn_->Begin();
   if (done.ok()) done = txn_->SendOffset(tombstone);
   if (done.ok())
-    done = txn_->Commit(kTransactionCallTimeout,
-                        "committing the removal of this connector's position");
+    done = txn_->StartCommit(kTransactionCallTimeout,
+                             "committing the removal of this connector's position");
+  if (done.ok()) done = txn_->FinishCommit();
   if (!done.ok())
     spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
                  "slot: {}",
@@ -181,6 +199,9 @@ void ExactlyOnce::Committed(Lsn position) {
 }
 
 Status ExactlyOnce::Commit() {
+  const auto started = Clock::now();
+  // The transaction before it must be committed first: failed, it takes this one with it.
+  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   SourceOffset offset;
   offset.lsn = last_included_->end_lsn;
   offset.lsn_commit = last_included_->end_lsn;
@@ -194,25 +215,46 @@ Status ExactlyOnce::Commit() {
       !sent.ok()) {
     return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic + "'");
   }
-  const auto started = Clock::now();
-  const auto give_up = started + kTransactionCallTimeout;
-  for (;;) {
-    TxnStatus committed =
-        txn_->Commit(kTransactionCallTimeout, "committing the transaction up to " + upto);
-    if (committed.ok()) break;
-    if (committed.kind != TxnErrorKind::kRetriable || Clock::now() >= give_up)
-      return Failed(committed, "committing the transaction up to " + upto);
-  }
+  TxnStatus handed_over =
+      txn_->StartCommit(kTransactionCallTimeout, "committing the transaction up to " + upto);
+  if (!handed_over.ok()) return Failed(handed_over, "committing the transaction up to " + upto);
   kafka_open_ = false;
+  pending_ = PendingCommit{offset.lsn_commit, upto};
+  // What the loop spent at this boundary, waiting for the commit before and for the records.
   boundary_.Stretch(Clock::now() - started, boundary_.records());
   boundary_.Reset();
   last_included_.reset();
-  Committed(offset.lsn_commit);
+  return Status::Ok();
+}
+
+Status ExactlyOnce::SettleCommit(bool wait) {
+  if (!pending_ || (!wait && !txn_->CommitFinished())) return Status::Ok();
+  const PendingCommit pending = *std::exchange(pending_, std::nullopt);
+  const std::optional<Lsn> behind = std::exchange(after_pending_, std::nullopt);
+  TxnStatus committed = txn_->FinishCommit();
+  if (!committed.ok()) return Failed(committed, "committing the transaction up to " + pending.upto);
+  Committed(pending.position);
+  if (behind) Committed(*behind);
   ++counters_.kafka_transactions["committed"];
   return Status::Ok();
 }
 
+void ExactlyOnce::NothingPendingUpTo(Lsn position) {
+  if (!pending_) return Committed(position);
+  if (!after_pending_ || *after_pending_ < position) after_pending_ = position;
+}
+
 Status ExactlyOnce::Abort(const std::string& why) {
+  // A commit still running may succeed: then what it holds stays in Kafka and is not replayed.
+  if (pending_) {
+    const PendingCommit pending = *std::exchange(pending_, std::nullopt);
+    const std::optional<Lsn> behind = std::exchange(after_pending_, std::nullopt);
+    if (txn_->FinishCommit().ok()) {
+      Committed(pending.position);
+      if (behind) Committed(*behind);
+      ++counters_.kafka_transactions["committed"];
+    }
+  }
   // No read_committed consumer sees the records handed to Kafka so far: the pipeline forgets
   // them before their delivery reports are served.
   DiscardRecords();

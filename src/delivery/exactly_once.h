@@ -20,8 +20,13 @@
 // - A Kafka transaction begins with its first record and is committed at a source commit when
 //   transaction.boundary says so (delivery/transaction_boundary.h), or by Tick once its interval
 //   has passed between source transactions; never while records wait for room in librdkafka's
-//   queue. Committing blocks the loop: it flushes the transaction's records and waits for the
-//   coordinator, bounded by kTransactionCallTimeout.
+//   queue. The loop waits until Kafka acknowledged the transaction's records, then the commit
+//   runs in the background while the next transaction's records go out on the other producer
+//   (KafkaTransactions::StartCommit). Transactions still follow one another: the next is
+//   committed only after this one committed, and if this one fails, the next is aborted with it.
+//   Its last source commit becomes confirmable once Tick (polled every kCommitCheck while the
+//   commit runs) or the next boundary sees the commit succeed; so do keepalives and empty
+//   source transactions that came after it. Each call is bounded by kTransactionCallTimeout.
 // - EndStream commits the open transaction when it holds only whole source transactions, and
 //   aborts it otherwise (a stream that broke inside a source transaction).
 // - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
@@ -52,6 +57,8 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // How long one call that waits for Kafka (initialising, committing, aborting, reading the
   // offsets topic) may take before it counts as failed.
   static constexpr std::chrono::milliseconds kTransactionCallTimeout{30000};
+  // How often Tick looks whether a background commit has ended.
+  static constexpr std::chrono::milliseconds kCommitCheck{2};
 
   // `transactions`: Kafka's transactional calls (MakeKafkaTransactions over the relay's
   // producer; a fake in unit tests).
@@ -77,8 +84,14 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status RecordRefused(const std::string& reason) override;
 
  private:
-  // Writes the offset record and commits; the last included source commit becomes confirmable.
+  // Writes the offset record and starts the commit, once the commit before it succeeded.
   Status Commit();
+  // Ends a background commit (waiting for it, or only when it has ended): on success its last
+  // source commit, and what became confirmable behind it, become confirmable.
+  Status SettleCommit(bool wait);
+  // `position` needs nothing more from Kafka: confirmable now, or once the running commit
+  // succeeded.
+  void NothingPendingUpTo(Lsn position);
   Status Abort(const std::string& why);
   // Completes an abort that timed out; kConnection while the coordinator still does not answer.
   Status FinishPendingAbort();
@@ -101,6 +114,12 @@ class ExactlyOnce final : public DeliveryGuarantee {
   bool kafka_open_ = false;
   bool source_open_ = false;
   std::optional<TxnCommit> last_included_;  // the newest source commit in the open transaction
+  struct PendingCommit {
+    Lsn position;      // its offset record's commit LSN
+    std::string upto;  // "LSN ...", for messages
+  };
+  std::optional<PendingCommit> pending_;  // the transaction committing in the background
+  std::optional<Lsn> after_pending_;      // confirmable once pending_ committed
   bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker
   // Read by the loop thread while the connector's worker may set it in StartPosition.
   std::atomic<uint64_t> committed_{0};

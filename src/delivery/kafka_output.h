@@ -14,7 +14,8 @@
 //   Start() arms until Stop().
 // - OutstandingMessages() and PurgeAll() cover every producer; failure() is the first
 //   producer-wide failure of any of them.
-// Single-threaded: the relay's loop thread.
+// The relay's loop thread, but for a transaction's commit, which runs on a thread of its own
+// (delivery/kafka_transactions.cc); the callbacks it serves wait for the loop's next Poll().
 #pragma once
 
 #include <utility>

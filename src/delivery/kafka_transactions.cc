@@ -1,16 +1,37 @@
 #include "delivery/kafka_transactions.h"
 
 #include <cstdint>
+#include <future>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 namespace walrelay {
 namespace {
 
 int TimeoutMs(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }
 
+// Commits `rk`'s open transaction, retrying retriable errors until `timeout` has passed. On a
+// thread of its own: librdkafka's commit polls the producer, and the callbacks that polling
+// serves wait for the loop thread (KafkaProducer::DeferCallbacks).
+TxnStatus CommitInBackground(rd_kafka_t* rk, std::chrono::milliseconds timeout,
+                             const std::string& transactional_id, const std::string& operation) {
+  KafkaProducer::DeferCallbacks on_loop_thread;
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    TxnStatus committed = TxnStatusFromError(
+        rk, rd_kafka_commit_transaction(rk, TimeoutMs(timeout)), transactional_id, operation);
+    if (committed.ok() || committed.kind != TxnErrorKind::kRetriable ||
+        std::chrono::steady_clock::now() >= give_up) {
+      return committed;
+    }
+  }
+}
+
 class RdKafkaTransactions final : public KafkaTransactions {
  public:
-  explicit RdKafkaTransactions(KafkaOutput& output) : output_(output) {}
+  explicit RdKafkaTransactions(KafkaOutput& output)
+      : output_(output), open_(output.producer_count(), false) {}
 
   TxnStatus Init(std::chrono::milliseconds timeout) override {
     for (size_t i = 0; i < output_.producer_count(); ++i) {
@@ -23,9 +44,19 @@ class RdKafkaTransactions final : public KafkaTransactions {
   TxnStatus Begin() override {
     // The other producer's last transaction ended a whole transaction ago: its coordinator is
     // done with it, unlike the one that just committed or aborted.
-    current_ = (current_ + 1) % output_.producer_count();
+    const size_t next = (current_ + 1) % output_.producer_count();
+    if (commit_.valid() && committing_ == next) {
+      return TxnStatus{Status::Internal("beginning a Kafka transaction on producer '" +
+                                        output_.transactional_id(next) +
+                                        "' while it still commits the one before"),
+                       TxnErrorKind::kFatal, RD_KAFKA_RESP_ERR__STATE};
+    }
+    current_ = next;
     output_.Activate(current_);
-    return Check(current_, rd_kafka_begin_transaction(rk(current_)), "beginning a transaction");
+    TxnStatus begun =
+        Check(current_, rd_kafka_begin_transaction(rk(current_)), "beginning a transaction");
+    if (begun.ok()) open_[current_] = true;
+    return begun;
   }
   TxnStatus SendOffset(const Record& record) override {
     rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -37,13 +68,50 @@ class RdKafkaTransactions final : public KafkaTransactions {
         sent, code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal : TxnErrorKind::kAbortable,
         code};
   }
-  TxnStatus Commit(std::chrono::milliseconds timeout, const std::string& operation) override {
-    return Check(current_, rd_kafka_commit_transaction(rk(current_), TimeoutMs(timeout)),
-                 operation);
+  TxnStatus StartCommit(std::chrono::milliseconds timeout, const std::string& operation) override {
+    if (TxnStatus previous = FinishCommit(); !previous.ok()) return previous;
+    // Every record acknowledged before the next transaction's records leave on the other
+    // producer: none of those can overtake one of these in a partition.
+    if (rd_kafka_resp_err_t flushed = rd_kafka_flush(rk(current_), TimeoutMs(timeout))) {
+      return TxnStatus{
+          Status::Kafka(operation + " (transactional.id '" + output_.transactional_id(current_) +
+                        "'): its records were not all acknowledged within " +
+                        std::to_string(timeout.count()) + " ms: " + rd_kafka_err2str(flushed)),
+          TxnErrorKind::kRetriable, flushed};
+    }
+    committing_ = current_;
+    rd_kafka_t* handle = rk(current_);
+    const std::string& id = output_.transactional_id(current_);
+    try {
+      commit_ = std::async(std::launch::async, CommitInBackground, handle, timeout, id, operation);
+    } catch (const std::system_error&) {
+      // No thread to be had: commit here, blocking, as the result is the same.
+      std::promise<TxnStatus> done;
+      done.set_value(CommitInBackground(handle, timeout, id, operation));
+      commit_ = done.get_future();
+    }
+    return TxnStatus::Ok();
+  }
+  bool CommitFinished() override {
+    return !commit_.valid() ||
+           commit_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  }
+  TxnStatus FinishCommit() override {
+    if (!commit_.valid()) return TxnStatus::Ok();
+    TxnStatus committed = commit_.get();
+    if (committed.ok()) open_[committing_] = false;
+    return committed;
   }
   TxnStatus Abort(std::chrono::milliseconds timeout) override {
-    return Check(current_, rd_kafka_abort_transaction(rk(current_), TimeoutMs(timeout)),
-                 "aborting the transaction");
+    FinishCommit();  // a commit that failed leaves its transaction open, and is aborted below
+    for (size_t i = 0; i < output_.producer_count(); ++i) {
+      if (!open_[i]) continue;
+      TxnStatus aborted = Check(i, rd_kafka_abort_transaction(rk(i), TimeoutMs(timeout)),
+                                "aborting the transaction");
+      if (!aborted.ok()) return aborted;
+      open_[i] = false;
+    }
+    return TxnStatus::Ok();
   }
 
  private:
@@ -55,6 +123,11 @@ class RdKafkaTransactions final : public KafkaTransactions {
   KafkaOutput& output_;
   // The producer of the open or the last transaction; the first Begin() moves to producer 0.
   size_t current_ = SIZE_MAX;
+  // Per producer: a transaction begun and neither committed nor aborted.
+  std::vector<bool> open_;
+  // The background commit, of producer `committing_`'s transaction; its destructor waits.
+  std::future<TxnStatus> commit_;
+  size_t committing_ = 0;
 };
 
 }  // namespace

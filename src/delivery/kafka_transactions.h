@@ -8,10 +8,17 @@
 // - Begin(): opens a transaction; every record produced until Commit/Abort belongs to it.
 // - SendOffset(record): produces the offset record into the open transaction, without a
 //   delivery report for the pipeline (the commit is its acknowledgement).
-// - Commit(timeout, operation): flushes every record produced and commits. kRetriable: call it
-//   again.
-// - Abort(timeout): drops the open transaction.
-// All on the relay's loop thread.
+// - StartCommit(timeout, operation): waits, on the calling thread, until Kafka acknowledged
+//   every record of the open transaction (their delivery reports are served there), then
+//   commits it in the background; the next Begin() may follow at once. Retriable errors are
+//   retried within `timeout`.
+// - CommitFinished(): true when no background commit is running or it has ended.
+// - FinishCommit(): waits for the background commit and returns its outcome (OK without one).
+//   Until it returned OK, the transaction is not committed.
+// - Abort(timeout): drops every transaction not committed: the open one, and one whose
+//   background commit failed (it waits for a running commit first).
+// All on the relay's loop thread; at most one commit runs at a time, and a Begin() never lands
+// on the producer that is committing (the caller finishes a commit before starting the next).
 #pragma once
 
 #include <chrono>
@@ -30,7 +37,10 @@ class KafkaTransactions {
   virtual TxnStatus Init(std::chrono::milliseconds timeout) = 0;
   virtual TxnStatus Begin() = 0;
   virtual TxnStatus SendOffset(const Record& record) = 0;
-  virtual TxnStatus Commit(std::chrono::milliseconds timeout, const std::string& operation) = 0;
+  virtual TxnStatus StartCommit(std::chrono::milliseconds timeout,
+                                const std::string& operation) = 0;
+  virtual bool CommitFinished() = 0;
+  virtual TxnStatus FinishCommit() = 0;
   virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;
 };
 

@@ -20,6 +20,9 @@
 namespace walrelay {
 namespace {
 
+// Set inside a KafkaProducer::DeferCallbacks scope on the thread that runs it.
+thread_local bool deferring_callbacks = false;
+
 std::string Printable(const void* data, size_t len) {
   if (!data) return "(null)";
   std::string s(static_cast<const char*>(data), std::min<size_t>(len, 100));
@@ -337,7 +340,13 @@ Status KafkaProducer::Produce(const Record& record, uint64_t ticket,
 void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
   try {
-    self->ServeDelivery(rk, m);
+    std::optional<DeliveryReport> report = self->MakeReport(m);
+    if (!report) {
+      if (m->err && !deferring_callbacks) self->ReportFatalErrorFirst(rk);
+      return;
+    }
+    if (deferring_callbacks) return self->Defer(std::move(*report));
+    self->ServeDelivery(rk, *report);
   } catch (const std::exception& e) {
     self->ReportCallbackException("a delivery report", e.what());
   } catch (...) {
@@ -348,12 +357,50 @@ void KafkaProducer::OnDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m, void
 void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   auto* self = static_cast<KafkaProducer*>(opaque);
   try {
+    if (deferring_callbacks) return self->Defer(DeferredError{err, reason ? reason : ""});
     self->ServeError(rk, err, reason);
   } catch (const std::exception& e) {
     self->ReportCallbackException("a producer error", e.what());
   } catch (...) {
     self->ReportCallbackException("a producer error", "an exception of unknown type");
   }
+}
+
+KafkaProducer::DeferCallbacks::DeferCallbacks() { deferring_callbacks = true; }
+KafkaProducer::DeferCallbacks::~DeferCallbacks() { deferring_callbacks = false; }
+
+void KafkaProducer::Defer(Deferred callback) {
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    deferred_.push_back(std::move(callback));
+  }
+  // The loop waits on the queue's descriptor, and this callback emptied the queue.
+  const char wake = '1';
+  [[maybe_unused]] ssize_t written = write(event_write_fd_, &wake, 1);
+}
+
+int KafkaProducer::ServeDeferred() {
+  std::vector<Deferred> kept;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    if (deferred_.empty()) return 0;
+    kept.swap(deferred_);
+  }
+  for (const Deferred& callback : kept) {
+    try {
+      if (const auto* report = std::get_if<DeliveryReport>(&callback)) {
+        ServeDelivery(rk_.get(), *report);
+      } else {
+        const auto& error = std::get<DeferredError>(callback);
+        ServeError(rk_.get(), error.code, error.reason.c_str());
+      }
+    } catch (const std::exception& e) {
+      ReportCallbackException("a deferred callback", e.what());
+    } catch (...) {
+      ReportCallbackException("a deferred callback", "an exception of unknown type");
+    }
+  }
+  return static_cast<int>(kept.size());
 }
 
 void KafkaProducer::ReportCallbackException(const char* serving, const char* what) noexcept {
@@ -370,11 +417,10 @@ void KafkaProducer::ReportCallbackException(const char* serving, const char* wha
   }
 }
 
-void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
-  if (m->err) ReportFatalErrorFirst(rk);
+std::optional<DeliveryReport> KafkaProducer::MakeReport(const rd_kafka_message_t* m) const {
   DeliveryReport report{
       static_cast<uint64_t>(reinterpret_cast<uintptr_t>(m->_private)), m->err, {}, {}};
-  if (report.ticket == kNoReport) return;
+  if (report.ticket == kNoReport) return std::nullopt;
   if (m->err) {
     std::string id;
     rd_kafka_headers_t* hdrs = nullptr;
@@ -406,6 +452,11 @@ void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* m) {
       }
     }
   }
+  return report;
+}
+
+void KafkaProducer::ServeDelivery(rd_kafka_t* rk, const DeliveryReport& report) {
+  if (report.error) ReportFatalErrorFirst(rk);
   handler_(report);
 }
 
@@ -440,7 +491,10 @@ void KafkaProducer::ReportFatalErrorFirst(rd_kafka_t* rk) {
   if (auto fatal = ClassifyProducerError(rk, RD_KAFKA_RESP_ERR__FATAL, "")) ReportFailure(*fatal);
 }
 
-int KafkaProducer::Poll() { return rd_kafka_poll(rk_.get(), 0); }
+int KafkaProducer::Poll() {
+  const int kept = ServeDeferred();
+  return kept + rd_kafka_poll(rk_.get(), 0);
+}
 
 void KafkaProducer::ClearEvent() {
   char buf[64];

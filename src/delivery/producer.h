@@ -23,6 +23,11 @@
 // retrying cannot cure (a refused SASL login, a failed TLS handshake, a fatal librdkafka
 // error) become failure() and go to the FailureHandler once; the others (a broker down, a
 // connection reset) are only logged, as librdkafka retries them itself.
+//
+// A blocking librdkafka call made on another thread (a transaction's commit, which polls:
+// delivery/kafka_transactions.cc) runs inside a DeferCallbacks scope: the reports and errors it
+// would serve there are kept, the loop is woken through event_fd(), and its next Poll() serves
+// them in order, so handlers still run on the producer's own thread only.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -32,9 +37,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "common/rdkafka_handles.h"
@@ -93,15 +101,36 @@ class KafkaProducer final : public RecordSink {
   // transactional and every Produce() must fall inside a transaction begun on this handle.
   rd_kafka_t* native_handle() const { return rk_.get(); }
 
+  // While one lives on a thread, every producer's callbacks served on that thread are kept for
+  // the next Poll() (see above). Not nestable across producers' own threads.
+  class DeferCallbacks {
+   public:
+    DeferCallbacks();
+    ~DeferCallbacks();
+    DeferCallbacks(const DeferCallbacks&) = delete;
+    DeferCallbacks& operator=(const DeferCallbacks&) = delete;
+  };
+
  private:
+  struct DeferredError {
+    int code;
+    std::string reason;
+  };
+  using Deferred = std::variant<DeliveryReport, DeferredError>;
   class MetadataPrefetcher;
   KafkaProducer();
   rd_kafka_topic_t* TopicHandle(const std::string& name);
   static void OnDelivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque);
   static void OnError(rd_kafka_t* rk, int err, const char* reason, void* opaque);
-  // The callbacks' bodies; they may throw, the static callbacks catch.
-  void ServeDelivery(rd_kafka_t* rk, const rd_kafka_message_t* message);
+  // The callbacks' bodies; they may throw, the static callbacks catch. A report is nullopt
+  // for a record without one (kNoReport).
+  std::optional<DeliveryReport> MakeReport(const rd_kafka_message_t* message) const;
+  void ServeDelivery(rd_kafka_t* rk, const DeliveryReport& report);
   void ServeError(rd_kafka_t* rk, int err, const char* reason);
+  // Keeps a callback served inside a DeferCallbacks scope and wakes the loop for it.
+  void Defer(Deferred callback);
+  // Serves what Defer() kept, in order, before anything newer; returns how many.
+  int ServeDeferred();
   // An exception escaped a callback: failure() becomes kInternal and the FailureHandler is told.
   void ReportCallbackException(const char* serving, const char* what) noexcept;
   // Sets failure() and calls the FailureHandler, once.
@@ -120,6 +149,8 @@ class KafkaProducer final : public RecordSink {
   Status failure_;
   // Values of secret properties, removed from librdkafka's error texts before they are shown.
   std::vector<std::string> secrets_;
+  std::mutex deferred_mutex_;
+  std::vector<Deferred> deferred_;  // guarded by deferred_mutex_
   int event_read_fd_ = -1;
   int event_write_fd_ = -1;
   size_t max_value_bytes_ = 0;

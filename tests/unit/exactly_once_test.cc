@@ -33,7 +33,8 @@ TxnStatus Error(TxnErrorKind kind, rd_kafka_resp_err_t code) {
   return status;
 }
 
-// Records the calls; Init and Commit answer from their queues (OK once they are used up).
+// Records the calls; Init and FinishCommit answer from their queues (OK once they are used
+// up). A started commit runs until FinishCommit; CommitFinished() says `finished`.
 class FakeTransactions final : public KafkaTransactions {
  public:
   TxnStatus Init(std::chrono::milliseconds) override {
@@ -51,20 +52,32 @@ class FakeTransactions final : public KafkaTransactions {
     offsets.push_back(record);
     return TxnStatus::Ok();
   }
-  TxnStatus Commit(std::chrono::milliseconds, const std::string& operation) override {
+  TxnStatus StartCommit(std::chrono::milliseconds, const std::string& operation) override {
     CHECK(open);
+    CHECK_FALSE(committing);  // the one before finished first
     ++commit_calls;
     commit_operations.push_back(operation);
     if (on_commit) on_commit();
+    open = false;
+    committing = true;
+    return TxnStatus::Ok();
+  }
+  bool CommitFinished() override { return !committing || finished; }
+  TxnStatus FinishCommit() override {
+    if (!committing) return TxnStatus::Ok();
+    committing = false;
     TxnStatus answer = Answer(commit_answers);
     if (answer.ok()) {
-      open = false;
       ++commits;
+    } else {
+      failed_open = true;
     }
     return answer;
   }
   TxnStatus Abort(std::chrono::milliseconds) override {
+    CHECK_FALSE(committing);  // a running commit is finished first
     open = false;
+    failed_open = false;
     ++aborts;
     return TxnStatus::Ok();
   }
@@ -79,6 +92,9 @@ class FakeTransactions final : public KafkaTransactions {
   }
 
   bool open = false;
+  bool committing = false;   // started, not finished
+  bool finished = true;      // what CommitFinished() says while committing
+  bool failed_open = false;  // a commit failed and its transaction awaits Abort
   int inits = 0, begins = 0, commits = 0, commit_calls = 0, aborts = 0;
   std::vector<Record> offsets;
   std::vector<std::string> commit_operations;
@@ -182,16 +198,25 @@ TEST_CASE("exactly once: nothing is confirmable before its Kafka transaction com
   CHECK(h.txn->commit_calls == 0);
   CHECK(h.pipeline->Confirmable() == L(100));
   CHECK(h.eos->Confirmable(L(200)) == L(100));
-  // The third record makes the transaction due at its source commit. The first commit call
-  // times out (retriable) and is repeated; the records' reports come after the commit.
-  h.txn->commit_answers.push_back(Error(TxnErrorKind::kRetriable, RD_KAFKA_RESP_ERR__TIMED_OUT));
+  // The third record makes the transaction due at its source commit: its commit starts and
+  // runs in the background, and until it has ended nothing of it is confirmable.
+  h.txn->finished = false;
   REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
-  CHECK(h.txn->commit_calls == 2);
-  CHECK(h.txn->commits == 1);
+  CHECK(h.txn->commit_calls == 1);
   REQUIRE(h.txn->offsets.size() == 1);
   CHECK(h.txn->Offset(0).lsn_commit == L(300));
   CHECK(h.txn->commit_operations[0] == "committing the transaction up to LSN " + L(300).ToString());
+  const auto deadline = h.pipeline->TickDeadline();  // the relay looks again soon
+  REQUIRE(deadline.has_value());
+  CHECK(*deadline <= std::chrono::steady_clock::now() + ExactlyOnce::kCommitCheck);
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 0);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  h.txn->finished = true;
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 1);
   CHECK(h.counters.kafka_transactions["committed"] == 1);
+  CHECK_FALSE(h.pipeline->TickDeadline().has_value());
   // Committed, but the ledger still waits for the last record's report: the minimum of both.
   CHECK(h.eos->Confirmable(L(900)) == L(300));
   CHECK(h.pipeline->Confirmable() == L(200));
@@ -204,7 +229,7 @@ TEST_CASE("exactly once: transaction.boundary=source.commit commits at every sou
   Harness h;
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 2, L(200)).ok());
-  CHECK(h.txn->commits == 1);
+  CHECK(h.txn->commit_calls == 1);
   CHECK(h.txn->begins == 1);
   REQUIRE(h.Begin(2).ok());
   REQUIRE(h.Row(L(210)).ok());
@@ -212,9 +237,12 @@ TEST_CASE("exactly once: transaction.boundary=source.commit commits at every sou
   REQUIRE(h.pipeline->Tick().ok());
   REQUIRE(h.Row(L(211)).ok());
   CHECK(h.txn->commits == 1);
+  CHECK(h.txn->commit_calls == 1);
   REQUIRE(h.Commit(2, L(300)).ok());
-  CHECK(h.txn->commits == 2);
+  CHECK(h.txn->commit_calls == 2);
   CHECK(h.txn->Offset(1).lsn_commit == L(300));
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 2);
   REQUIRE(h.AckAll().ok());
   CHECK(h.pipeline->Confirmable() == L(300));
 }
@@ -238,11 +266,13 @@ TEST_CASE("exactly once: a commit waits for the end of a source transaction and 
   REQUIRE(h.AckAll().ok());
   REQUIRE(h.pipeline->SendHeld().ok());
   CHECK_FALSE(h.pipeline->holding());
-  REQUIRE(h.pipeline->Tick().ok());  // idle and due: committed now
-  CHECK(h.txn->commits == 1);
+  REQUIRE(h.pipeline->Tick().ok());  // idle and due: its commit starts
+  CHECK(h.txn->commit_calls == 1);
   CHECK(h.txn->Offset(0).lsn_commit == L(200));
   CHECK(h.pipeline->Confirmable() == L(100));  // the held record is not acknowledged yet
   REQUIRE(h.AckAll().ok());
+  REQUIRE(h.pipeline->Tick().ok());  // the commit has ended
+  CHECK(h.txn->commits == 1);
   CHECK(h.pipeline->Confirmable() == L(200));
 }
 
@@ -278,10 +308,12 @@ TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forget
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
   REQUIRE(h.AckAll().ok());
+  REQUIRE(h.pipeline->Tick().ok());
   CHECK(h.pipeline->Confirmable() == L(200));
   h.txn->commit_answers.push_back(
       Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR_INVALID_TXN_STATE));
-  Status failed = h.Transaction(2, L(210), 2, L(300));
+  REQUIRE(h.Transaction(2, L(210), 2, L(300)).ok());  // its commit fails in the background
+  Status failed = h.pipeline->Tick();
   CHECK(failed.code() == ErrorCode::kConnection);  // the relay reconnects and replays
   CHECK(failed.message().find("replaying from LSN " + L(200).ToString()) != std::string::npos);
   CHECK(h.txn->aborts == 1);
@@ -296,18 +328,88 @@ TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forget
   // The replay from the committed position goes out in a new transaction.
   h.Start(L(200));
   REQUIRE(h.Transaction(2, L(210), 2, L(300)).ok());
+  REQUIRE(h.pipeline->Tick().ok());
   CHECK(h.txn->commits == 2);
   CHECK(h.txn->begins == 3);
   REQUIRE(h.AckAll().ok());
   CHECK(h.pipeline->Confirmable() == L(300));
 }
 
+TEST_CASE("exactly once: the next transaction's records go out while the one before commits; "
+          "what needs nothing from Kafka behind it becomes confirmable with it") {
+  Harness h;
+  h.Start(L(100));
+  h.txn->finished = false;
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.AckAll().ok());
+  CHECK(h.txn->committing);
+  // An empty source transaction and a keepalive need nothing from Kafka, but come after a
+  // transaction that is not committed yet.
+  REQUIRE(h.Transaction(2, L(210), 0, L(250)).ok());
+  h.pipeline->ServerPosition(L(260));
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  // The next source transaction's records go out in the next Kafka transaction meanwhile.
+  REQUIRE(h.Begin(3).ok());
+  REQUIRE(h.Row(L(270)).ok());
+  CHECK(h.txn->begins == 2);
+  CHECK(h.sink.produced.size() == 2);
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 0);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  h.txn->finished = true;
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 1);
+  CHECK(h.eos->Confirmable(L(900)) == L(260));
+  REQUIRE(h.Commit(3, L(300)).ok());
+  CHECK(h.txn->commit_calls == 2);
+  REQUIRE(h.pipeline->EndStream().ok());  // waits for the last commit
+  CHECK(h.txn->commits == 2);
+  CHECK(h.eos->Confirmable(L(900)) == L(300));
+}
+
+TEST_CASE("exactly once: a background commit that fails takes the transaction after it along, "
+          "and the stream is replayed from before both") {
+  Harness h;
+  h.Start(L(100));
+  h.txn->finished = false;
+  h.txn->commit_answers.push_back(
+      Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR_INVALID_TXN_STATE));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.Begin(2).ok());
+  REQUIRE(h.Row(L(210)).ok());  // in the next Kafka transaction
+  CHECK(h.txn->open);
+  REQUIRE(h.AckAll().ok());
+  h.txn->finished = true;
+  Status failed = h.Commit(2, L(300));  // its commit waits for the one before, which failed
+  CHECK(failed.code() == ErrorCode::kConnection);
+  CHECK(failed.message().find("replaying from LSN " + L(100).ToString()) != std::string::npos);
+  CHECK(h.txn->aborts == 1);  // both transactions
+  CHECK_FALSE(h.txn->open);
+  CHECK_FALSE(h.txn->failed_open);
+  CHECK(h.txn->commit_calls == 1);  // the second never started
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  CHECK(h.counters.kafka_transactions["committed"] == 0);
+  // A transaction aborted while the one before it commits: that one still counts.
+  h.Start(L(100));
+  h.txn->finished = false;
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.Begin(2).ok());
+  REQUIRE(h.Row(L(210)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());  // inside source transaction 2: aborted
+  CHECK(h.txn->commits == 1);
+  CHECK(h.txn->aborts == 2);
+  CHECK(h.eos->Confirmable(L(900)) == L(200));
+}
+
 TEST_CASE("exactly once: a fenced commit stops the relay and confirms nothing more") {
   Harness h;
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.pipeline->Tick().ok());
   h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
-  Status failed = h.Transaction(2, L(210), 1, L(300));
+  REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
+  Status failed = h.pipeline->Tick();
   CHECK(failed.code() == ErrorCode::kKafkaFenced);
   CHECK(failed.message().find("nothing after LSN " + L(200).ToString()) != std::string::npos);
   CHECK(h.txn->aborts == 0);  // another process owns the transactional.id now

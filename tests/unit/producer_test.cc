@@ -2,6 +2,7 @@
 // full queue, and an exception from a callback handler never unwinds through librdkafka; and
 // KafkaOutput's two transactional producers taking turns.
 #include <doctest/doctest.h>
+#include <poll.h>
 
 #include <utility>
 
@@ -151,26 +152,68 @@ TEST_CASE("exactly once: each Kafka transaction goes to the other of two produce
   REQUIRE_MESSAGE(init.ok(), init.status.ToString());
   std::vector<rd_kafka_t*> holders;
   for (uint64_t i = 0; i < 4; ++i) {
+    // Begins while the transaction before it commits in the background.
     REQUIRE(transactions->Begin().ok());
     holders.push_back(out.active().native_handle());
     REQUIRE(out.Produce(MakeRecord("turns", "committed-" + std::to_string(i)), i).ok());
-    TxnStatus committed = transactions->Commit(10s, "committing");
-    REQUIRE_MESSAGE(committed.ok(), committed.status.ToString());
+    TxnStatus started = transactions->StartCommit(10s, "committing");
+    REQUIRE_MESSAGE(started.ok(), started.status.ToString());
+    // Its record was acknowledged first, the report served on the caller's thread.
+    CHECK(acked.size() == i + 1);
   }
+  TxnStatus committed = transactions->FinishCommit();
+  REQUIRE_MESSAGE(committed.ok(), committed.status.ToString());
+  CHECK(transactions->CommitFinished());
   CHECK(holders[0] != holders[1]);
   CHECK(holders[2] == holders[0]);
   CHECK(holders[3] == holders[1]);
-  // The commit flushed each record, its report served on the caller's thread.
   CHECK(acked == std::vector<uint64_t>{0, 1, 2, 3});
 
-  // An aborted transaction does not change the order of turns, and the next one commits.
+  // An abort while the transaction before commits waits for that commit, then aborts; it does
+  // not change the order of turns, and the next one commits.
   REQUIRE(transactions->Begin().ok());
   CHECK(out.active().native_handle() == holders[0]);
-  REQUIRE(out.Produce(MakeRecord("turns", "aborted"), 4).ok());
-  REQUIRE(transactions->Abort(10s).ok());
+  REQUIRE(out.Produce(MakeRecord("turns", "committed-4"), 4).ok());
+  REQUIRE(transactions->StartCommit(10s, "committing").ok());
   REQUIRE(transactions->Begin().ok());
   CHECK(out.active().native_handle() == holders[1]);
-  REQUIRE(out.Produce(MakeRecord("turns", "committed-5"), 5).ok());
-  REQUIRE(transactions->Commit(10s, "committing").ok());
+  REQUIRE(out.Produce(MakeRecord("turns", "aborted"), 5).ok());
+  REQUIRE(transactions->Abort(10s).ok());
+  CHECK(transactions->FinishCommit().ok());  // nothing left to finish
+  REQUIRE(transactions->Begin().ok());
+  CHECK(out.active().native_handle() == holders[0]);
+  REQUIRE(out.Produce(MakeRecord("turns", "committed-6"), 6).ok());
+  REQUIRE(transactions->StartCommit(10s, "committing").ok());
+  REQUIRE(transactions->FinishCommit().ok());
   CHECK(out.OutstandingMessages() == 0);
+}
+
+TEST_CASE("callbacks a call on another thread serves wait for the producer's next Poll") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("deferred", 1, 1).ok());
+  std::vector<std::thread::id> served_on;
+  auto producer = KafkaProducer::Create({{"bootstrap.servers", (*kafka)->bootstrap_servers()}},
+                                        [&](const DeliveryReport& r) {
+                                          CHECK(r.error == RD_KAFKA_RESP_ERR_NO_ERROR);
+                                          served_on.push_back(std::this_thread::get_id());
+                                        });
+  REQUIRE(producer.ok());
+  REQUIRE((*producer)->Produce(MakeRecord("deferred", "v"), 1).ok());
+  rd_kafka_resp_err_t flushed = RD_KAFKA_RESP_ERR_NO_ERROR;
+  std::thread other([&] {
+    KafkaProducer::DeferCallbacks defer;
+    // Without the scope, flush would serve the report here.
+    flushed = rd_kafka_flush((*producer)->native_handle(), 10000);
+  });
+  other.join();
+  CHECK(flushed == RD_KAFKA_RESP_ERR_NO_ERROR);
+  CHECK(served_on.empty());
+  // The loop is woken for it.
+  pollfd wake{(*producer)->event_fd(), POLLIN, 0};
+  CHECK(poll(&wake, 1, 1000) == 1);
+  (*producer)->ClearEvent();
+  CHECK((*producer)->Poll() == 1);  // the kept report
+  REQUIRE(served_on.size() == 1);
+  CHECK(served_on[0] == std::this_thread::get_id());
 }

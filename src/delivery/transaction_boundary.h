@@ -12,10 +12,11 @@
 //   record. Between source transactions, an open Kafka transaction whose interval has passed
 //   is closed too (ShouldCloseIdle), so an idle source does not hold records back.
 // - A transaction without records is never due: there is nothing to commit.
-// - Stretch(): under load a commit takes longer, and the relay reads nothing while it commits;
+// - Stretch(): at each commit the relay waits until Kafka acknowledged the transaction's
+//   records (the next transaction's must not overtake them), and Kafka's pipeline runs empty;
 //   after a transaction of at least kStretchMinRecords records the interval stretches to
-//   kStretchFactor times that commit's duration (at most kMaxStretch), so that commits take at
-//   most about a tenth of a saturated stream's time. After a smaller transaction the stream is
+//   kStretchFactor times that wait (at most kMaxStretch), so that waiting takes at most about a
+//   twentieth of a saturated stream's time. After a smaller transaction the stream is
 //   not saturated, the loop has time to spare for a slow commit, and the configured interval
 //   alone applies: a stretch would only hold records back (a commit slowed by a busy machine
 //   stretched the next transactions of a 2,000 rows/s stream to 60-100 ms).
@@ -54,12 +55,12 @@ class TransactionBoundary {
   std::optional<Clock::time_point> IdleDeadline() const;
   // The Kafka transaction was committed or aborted: start counting anew.
   void Reset();
-  // The last commit, of a transaction of `records` records, took `commit_duration`.
+  // The relay waited `commit_duration` at the last commit, of a transaction of `records` records.
   void Stretch(std::chrono::nanoseconds commit_duration, int64_t records);
   // The interval in force: `interval`, or longer after slow commits.
   std::chrono::nanoseconds interval() const;
 
-  static constexpr int kStretchFactor = 9;
+  static constexpr int kStretchFactor = 19;
   static constexpr int64_t kStretchMinRecords = 1000;
   static constexpr std::chrono::milliseconds kMaxStretch{1000};
 

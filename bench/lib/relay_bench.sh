@@ -149,26 +149,27 @@ hwm_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/
 # (order-1 .. order-N) must be there exactly twice; with "more" as third argument (runs stopped
 # once the slot passed row N, which may have relayed a few rows after it) later keys may be
 # there too, at most twice.
-acked_records() {  # topic rows [more] -> "records method"
-  local topic=$1 rows=$2 n
+acked_records() {  # topic rows [more] -> "records method"; every key ACK_COPIES (2) times
+  local topic=$1 rows=$2 n copies=${ACK_COPIES:-2}
   if [[ $BROKER == mock ]]; then
     n=$(( $(topic_high_watermarks "$topic") - 1 ))   # minus the warm-up record
-    [[ $n -ge $((2 * rows)) ]] || { echo "$topic holds $n records, expected $((2 * rows))" >&2; exit 1; }
+    [[ $n -ge $((copies * rows)) ]] || { echo "$topic holds $n records, expected $((copies * rows))" >&2; exit 1; }
     echo "$n high_watermarks"
   else
     kcat -C -b "$BOOTSTRAP" -t "$topic" -o beginning -e -q -f '%k\n' 2>"$WORK/kcat-readback.err" |
       python3 -c '
 import collections, sys
-rows = int(sys.argv[1])
+rows, copies = int(sys.argv[1]), int(sys.argv[4])
 keys = collections.Counter(line.rstrip("\n").strip("\"") for line in sys.stdin)
 keys.pop("bench-warmup", None)
 want = {f"order-{i}" for i in range(1, rows + 1)}
 more = sys.argv[3] == "more"
-bad = [k for k in want if keys.get(k) != 2] + [k for k in keys if k not in want and not (more and keys[k] <= 2)]
+bad = [k for k in want if keys.get(k) != copies]
+bad += [k for k in keys if k not in want and not (more and keys[k] <= copies)]
 if bad:
-    sys.exit(f"{sys.argv[2]}: {len(bad)} keys not read back exactly twice, e.g. {sorted(bad)[:3]}")
+    sys.exit(f"{sys.argv[2]}: {len(bad)} keys not read back exactly {copies} times, e.g. {sorted(bad)[:3]}")
 print(sum(keys.values()), "read_back")
-' "$rows" "$topic" "${3:-}" || exit 1
+' "$rows" "$topic" "${3:-}" "$copies" || exit 1
   fi
 }
 # What the real broker stored: Kafka's DumpLogSegments lists each record batch's producer id

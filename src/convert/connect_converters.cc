@@ -79,7 +79,8 @@ Result<std::optional<std::string>> DecimalText(const ConnectShape& shape,
                                                const std::string& unscaled) {
   auto scale = DecimalScale(shape.schema_json);
   if (!scale)
-    return Status::Transform("a Decimal schema without a scale parameter: " + shape.schema_json);
+    return Status::Transform("a Decimal schema without a scale parameter: " +
+                             shape.schema_json.str());
   return std::optional<std::string>(JavaDecimalText(unscaled, *scale));
 }
 

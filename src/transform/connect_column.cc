@@ -861,8 +861,8 @@ std::string BuildColumnSchemaJson(const PgType& t, bool optional, const ColumnMo
 struct TypeFacts {
   PgType type;
   ConnectType connect_type = ConnectType::kString;
-  std::string schema_required;
-  std::string schema_optional;
+  SchemaText schema_required;  // shared with every value of the type (transform/record.h)
+  SchemaText schema_optional;
 };
 
 TypeFacts BuildTypeFacts(std::string_view name, const ColumnModes& modes) {
@@ -959,7 +959,7 @@ Result<ColumnModes> ReadColumnModes(const Properties& config, bool schemas_writt
 std::string ColumnSchemaJson(const Column& column, const ColumnModes& modes) {
   TypeFacts spare;
   const TypeFacts& f = FactsOf(column.type, modes, spare);
-  return column.optional ? f.schema_optional : f.schema_required;
+  return column.optional ? f.schema_optional.str() : f.schema_required.str();
 }
 
 Result<ConnectValue> ColumnConnectValue(const Column& column, const ColumnModes& modes) {

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,12 +40,37 @@ enum class ConnectType : uint8_t {
   kMap,
 };
 
+// A Connect schema's JSON text, immutable and shared when copied: every record of one column
+// type carries the same schema, built once per thread (transform/connect_column.cc), and a
+// copy per record would allocate. Reads as a const std::string.
+class SchemaText {
+ public:
+  SchemaText() = default;
+  SchemaText(std::string text)  // NOLINT: implicit, like the std::string it replaced
+      : text_(text.empty() ? nullptr : std::make_shared<const std::string>(std::move(text))) {}
+  SchemaText(const char* text) : SchemaText(std::string(text)) {}  // NOLINT: as above
+
+  const std::string& str() const { return text_ ? *text_ : Empty(); }
+  operator const std::string&() const { return str(); }  // NOLINT: reads as a string
+  operator std::string_view() const { return str(); }    // NOLINT: as above
+  bool empty() const { return !text_; }
+  size_t find(std::string_view what, size_t from = 0) const { return str().find(what, from); }
+  friend bool operator==(const SchemaText& a, std::string_view b) { return a.str() == b; }
+
+ private:
+  static const std::string& Empty() {
+    static const std::string empty;
+    return empty;
+  }
+  std::shared_ptr<const std::string> text_;  // null for no schema
+};
+
 struct ConnectShape {
   ConnectType type = ConnectType::kString;
   // The Connect schema as JsonConverter writes it under "schema" (e.g.
   // {"type":"string","optional":true,"name":"io.debezium.data.Json","version":1}); empty when
   // nobody knows it (a plugin rewrote the value), which JsonConverter writes as null.
-  std::string schema_json;
+  SchemaText schema_json;
 };
 
 struct Header {

@@ -169,24 +169,22 @@ void ExactlyOnce::ServerPosition(Lsn wal_end) {
 
 void ExactlyOnce::ForgetPosition() {
   if (!initialised_ || kafka_open_) return;
-  if (Status settled = SettleCommit(/*wait=*/true); !settled.ok()) {
-    spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
-                 "slot: {}",
-                 storage_.topic, settled.message());
-    return;
+  Status done = SettleCommit(/*wait=*/true);
+  if (done.ok()) {
+    Record tombstone = offsets_.MakeRecord(SourceOffset{}, offsets_partitions_);
+    tombstone.value.reset();
+    TxnStatus removed = txn_->Begin();
+    if (removed.ok()) removed = txn_->SendOffset(tombstone);
+    if (removed.ok())
+      removed = txn_->StartCommit(kTransactionCallTimeout,
+                                  "committing the removal of this connector's position");
+    if (removed.ok()) removed = txn_->FinishCommit();
+    done = removed.status;
   }
-  Record tombstone = offsets_.MakeRecord(SourceOffset{}, offsets_partitions_);
-  tombstone.value.reset();
-  TxnStatus done = txn_->Begin();
-  if (done.ok()) done = txn_->SendOffset(tombstone);
-  if (done.ok())
-    done = txn_->StartCommit(kTransactionCallTimeout,
-                             "committing the removal of this connector's position");
-  if (done.ok()) done = txn_->FinishCommit();
   if (!done.ok())
     spdlog::warn("offsets topic '{}': cannot remove this connector's position after dropping the "
                  "slot: {}",
-                 storage_.topic, done.status.message());
+                 storage_.topic, done.message());
 }
 
 Status ExactlyOnce::RecordRefused(const std::string& reason) {
@@ -229,14 +227,21 @@ Status ExactlyOnce::Commit() {
 
 Status ExactlyOnce::SettleCommit(bool wait) {
   if (!pending_ || (!wait && !txn_->CommitFinished())) return Status::Ok();
+  const std::string upto = pending_->upto;
+  TxnStatus committed = FinishPendingCommit();
+  if (!committed.ok()) return Failed(committed, "committing the transaction up to " + upto);
+  return Status::Ok();
+}
+
+TxnStatus ExactlyOnce::FinishPendingCommit() {
   const PendingCommit pending = *std::exchange(pending_, std::nullopt);
   const std::optional<Lsn> behind = std::exchange(after_pending_, std::nullopt);
   TxnStatus committed = txn_->FinishCommit();
-  if (!committed.ok()) return Failed(committed, "committing the transaction up to " + pending.upto);
+  if (!committed.ok()) return committed;
   Committed(pending.position);
   if (behind) Committed(*behind);
   ++counters_.kafka_transactions["committed"];
-  return Status::Ok();
+  return committed;
 }
 
 void ExactlyOnce::NothingPendingUpTo(Lsn position) {
@@ -245,16 +250,9 @@ void ExactlyOnce::NothingPendingUpTo(Lsn position) {
 }
 
 Status ExactlyOnce::Abort(const std::string& why) {
-  // A commit still running may succeed: then what it holds stays in Kafka and is not replayed.
-  if (pending_) {
-    const PendingCommit pending = *std::exchange(pending_, std::nullopt);
-    const std::optional<Lsn> behind = std::exchange(after_pending_, std::nullopt);
-    if (txn_->FinishCommit().ok()) {
-      Committed(pending.position);
-      if (behind) Committed(*behind);
-      ++counters_.kafka_transactions["committed"];
-    }
-  }
+  // A commit still running may succeed: then what it holds stays in Kafka and is not replayed;
+  // if it fails, the abort below drops its transaction too.
+  if (pending_) FinishPendingCommit();
   // No read_committed consumer sees the records handed to Kafka so far: the pipeline forgets
   // them before their delivery reports are served.
   DiscardRecords();

@@ -89,6 +89,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // Ends a background commit (waiting for it, or only when it has ended): on success its last
   // source commit, and what became confirmable behind it, become confirmable.
   Status SettleCommit(bool wait);
+  // Waits for the running commit (pending_ is set) and ends it; on success what it holds, and
+  // what waited behind it, become confirmable.
+  TxnStatus FinishPendingCommit();
   // `position` needs nothing more from Kafka: confirmable now, or once the running commit
   // succeeded.
   void NothingPendingUpTo(Lsn position);

@@ -15,10 +15,7 @@ class AcknowledgedOnly final : public DeliveryGuarantee {
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity&, bool) override {
     return std::optional<SourceOffset>();
   }
-  Result<Lsn> StartPosition(const SourceIdentity&, Lsn,
-                            const std::optional<SourceOffset>&) override {
-    return Lsn();
-  }
+  Status StreamStarts(const SourceIdentity&, Lsn, bool) override { return Status::Ok(); }
   Status BeforeRecord(size_t) override { return Status::Ok(); }
   void SourceBegan() override {}
   Status SourceCommitted(const TxnCommit&, bool) override { return Status::Ok(); }

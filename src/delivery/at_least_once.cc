@@ -76,13 +76,7 @@ Result<std::optional<SourceOffset>> AtLeastOnce::StoredPosition(const SourceIden
     std::lock_guard lock(mutex_);
     last_read_server_ = server;
   }
-  if (!*stored) return stored;
-  if (Status foreign = CheckOffsetOrigin(**stored, server.system_id, slot_); !foreign.ok()) {
-    spdlog::warn("offsets topic '{}': the position stored under this connector's key is not "
-                 "this slot's and is ignored ({}); this connector's position replaces it",
-                 store_.topic(), foreign.message());
-    return std::optional<SourceOffset>();
-  }
+  // Whatever server and slot it names: the start decision (relay/start_decision.h) tells.
   return stored;
 }
 

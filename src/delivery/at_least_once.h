@@ -10,8 +10,9 @@
 // an abandoned timeline). Then a Kafka that cannot be read fails the attempt (kConnection,
 // retried): a slot is never created on hope. Otherwise an unreachable offsets topic delays the
 // stream by at most kQuickTimeout, with a warning, and positions are not written until a later
-// connect reaches it. A position of another server or slot under this connector's key is
-// ignored with a warning (it is overwritten by this one's).
+// connect reaches it. What it reads is returned whatever server and slot it names: a position
+// of another server means this connector streamed before, elsewhere (relay/start_decision.h),
+// and with the slot present it is overwritten by this slot's.
 #pragma once
 
 #include <chrono>
@@ -37,10 +38,7 @@ class AtLeastOnce final : public DeliveryGuarantee {
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
-  Result<Lsn> StartPosition(const SourceIdentity&, Lsn,
-                            const std::optional<SourceOffset>&) override {
-    return Lsn();
-  }
+  Status StreamStarts(const SourceIdentity&, Lsn, bool) override { return Status::Ok(); }
   Status BeforeRecord(size_t) override { return Status::Ok(); }
   void SourceBegan() override {}
   Status SourceCommitted(const TxnCommit&, bool) override { return Status::Ok(); }

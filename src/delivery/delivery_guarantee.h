@@ -15,16 +15,17 @@
 // process knows whether this connector streamed from the slot before, and up to where.
 //
 // Contract, in the order the relay calls it (all on the loop thread, except StoredPosition and
-// StartPosition):
+// StreamStarts):
 // - StoredPosition(server, slot_missing): on the connector's worker thread, once the server is
-//   known and before the slot is created or streamed from: the position this connector
-//   stored for this server and slot, nullopt when none is (a first start) or when the
-//   guarantee did not need to look (at least once with the slot present and nothing to
-//   check). An error fails the attempt; a kConnection one is retried.
-// - StartPosition(server, slot_position, stored): on the worker thread, before
-//   START_REPLICATION, with what StoredPosition returned as the connector placed it on the
-//   server's timeline (delivery/timeline.h); the LSN to stream from (Lsn(): the slot's). An
-//   error fails the attempt.
+//   known and before the slot is created or streamed from: the position stored under this
+//   connector's key, whatever server and slot it names (the start decision,
+//   relay/start_decision.h, tells them apart), nullopt when none is (a first start) or when
+//   the guarantee did not need to look (at least once with the slot present: its start does
+//   not depend on it). An error fails the attempt; a kConnection one is retried.
+// - StreamStarts(server, start, own_position_stored): on the worker thread, before
+//   START_REPLICATION, once the start decision chose `start`; `own_position_stored` says
+//   whether this slot's position on this server is stored already. An error fails the
+//   attempt.
 // - BeforeRecord(bytes) before every record handed to the producer (dead letters included).
 // - SourceBegan() / SourceCommitted(commit, all_sent) around each source transaction;
 //   `all_sent` is false while records wait for room in librdkafka's queue.
@@ -73,8 +74,8 @@ class DeliveryGuarantee {
 
   virtual Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                              bool slot_missing) = 0;
-  virtual Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position,
-                                    const std::optional<SourceOffset>& stored) = 0;
+  virtual Status StreamStarts(const SourceIdentity& server, Lsn start,
+                              bool own_position_stored) = 0;
   virtual Status BeforeRecord(size_t bytes) = 0;
   virtual void SourceBegan() = 0;
   virtual Status SourceCommitted(const TxnCommit& commit, bool all_sent) = 0;

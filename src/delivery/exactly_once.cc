@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "delivery/at_least_once.h"
+#include "delivery/producer.h"
 #include "delivery/source_offsets.h"
 
 namespace walrelay {
@@ -44,7 +45,9 @@ ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
 
 Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIdentity& server,
                                                                 bool) {
-  // Runs while the relay is not streaming: nothing is open (EndStream came first).
+  // Runs while the relay is not streaming: nothing is open (EndStream came first). What
+  // librdkafka serves on this worker thread waits for the loop.
+  KafkaProducer::DeferCallbacks on_loop_thread;
   if (!initialised_) {
     TxnStatus init = txn_->Init(kTransactionCallTimeout);
     if (!init.ok()) {
@@ -78,7 +81,8 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
                               "': " + partitions.status().message());
   }
   offsets_partitions_ = *partitions;
-  auto stored = offsets_.ReadLastFrom(server.system_id, slot_, kTransactionCallTimeout);
+  // Whatever server and slot it names: the start decision (relay/start_decision.h) tells.
+  auto stored = offsets_.ReadLast(kTransactionCallTimeout);
   if (!stored.ok()) {
     if (stored.status().code() != ErrorCode::kKafka) return stored.status();
     return Status::Connection(stored.status().message());
@@ -86,20 +90,39 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   return stored;
 }
 
-Result<Lsn> ExactlyOnce::StartPosition(const SourceIdentity& server, Lsn slot_position,
-                                       const std::optional<SourceOffset>& stored) {
+Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
+                                 bool own_position_stored) {
+  KafkaProducer::DeferCallbacks on_loop_thread;
   server_ = server;
-  Lsn start = slot_position;
-  if (stored && stored->lsn_commit > slot_position) {
-    spdlog::info("exactly-once: offsets topic '{}' holds commit LSN {}, past slot '{}' at LSN {}: "
-                 "the source transactions in between are in Kafka already and are not sent again",
-                 storage_.topic, stored->lsn_commit.ToString(), slot_, slot_position.ToString());
-    start = stored->lsn_commit;
-  }
   // On another server or timeline the position may have been capped (delivery/timeline.h):
   // what this process committed before is no floor there.
   committed_.store(start.value());
-  return start;
+  if (own_position_stored) return Status::Ok();
+  return RecordStart(start);
+}
+
+Status ExactlyOnce::RecordStart(Lsn start) {
+  SourceOffset offset;
+  offset.lsn = offset.lsn_commit = start;
+  offset.system_identifier = server_.system_id;
+  offset.timeline = static_cast<uint32_t>(server_.timeline);
+  offset.slot = slot_;
+  const std::string operation = "recording the stream's start (LSN " + start.ToString() +
+                                ") in offsets topic '" + storage_.topic + "'";
+  TxnStatus done = txn_->Begin();
+  if (done.ok()) done = txn_->SendOffset(offsets_.MakeRecord(offset, offsets_partitions_));
+  if (done.ok()) done = txn_->StartCommit(kTransactionCallTimeout, operation);
+  if (done.ok()) done = txn_->FinishCommit();
+  if (done.ok()) return Status::Ok();
+  if (done.kind != TxnErrorKind::kAbortable && done.kind != TxnErrorKind::kRetriable)
+    return done.status.WithContext(operation);
+  // Nothing else is in the transaction: dropping it loses nothing, and the next attempt
+  // records the start again. An abort that does not finish now is finished by that attempt.
+  TxnStatus aborted = txn_->Abort(kTransactionCallTimeout);
+  if (!aborted.ok() && aborted.kind != TxnErrorKind::kRetriable)
+    return aborted.status.WithContext(operation);
+  abort_pending_ = !aborted.ok();
+  return Status::Connection(operation + " failed: " + done.status.message());
 }
 
 Status ExactlyOnce::BeforeRecord(size_t bytes) {

@@ -12,11 +12,16 @@
 //   over) and settles what it left open. Back on the server it streamed from, the process
 //   answers with what it committed itself; otherwise it creates the offsets topic if missing
 //   and reads the stored offset read_committed to the topic's real end (OffsetStore::ReadLast
-//   waits out transactions other producers hold open, bounded); one of another server or slot
-//   is kOffsetMismatch. Retriable Kafka errors are kConnection (the attempt is retried).
-// - StartPosition returns the stored commit LSN (as placed on the server's timeline) when past
-//   the slot's position: the slot may lag behind Kafka after a crash between commit and
-//   confirmation, and PostgreSQL streams only what commits after it.
+//   waits out transactions other producers hold open, bounded), whatever server and slot it
+//   names: the start decision (relay/start_decision.h) refuses another's, and starts past
+//   this slot's when Kafka committed more than the slot confirmed. Retriable Kafka errors are
+//   kConnection (the attempt is retried).
+// - StreamStarts records the decided start as what Kafka holds (confirmable from there), and
+//   when this slot's position is not stored yet (a first start, a slot created again) commits
+//   a transaction holding only the offset record at the start: so a later process knows that
+//   this connector streamed, even if no record was ever relayed.
+// The calls made on the connector's worker thread keep what librdkafka serves there for the
+// loop (KafkaProducer::DeferCallbacks).
 // - A Kafka transaction begins with its first record and is committed at a source commit when
 //   transaction.boundary says so (delivery/transaction_boundary.h), or by Tick once its interval
 //   has passed between source transactions; never while records wait for room in librdkafka's
@@ -67,8 +72,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
-  Result<Lsn> StartPosition(const SourceIdentity& server, Lsn slot_position,
-                            const std::optional<SourceOffset>& stored) override;
+  Status StreamStarts(const SourceIdentity& server, Lsn start, bool own_position_stored) override;
   Status BeforeRecord(size_t bytes) override;
   void SourceBegan() override;
   Status SourceCommitted(const TxnCommit& commit, bool all_sent) override;
@@ -84,6 +88,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status RecordRefused(const std::string& reason) override;
 
  private:
+  // Commits a transaction holding only the offset record at `start`: this connector streams
+  // from the slot, and a later process that finds it missing must not create it unasked.
+  Status RecordStart(Lsn start);
   // Writes the offset record and starts the commit, once the commit before it succeeded.
   Status Commit();
   // Ends a background commit (waiting for it, or only when it has ended): on success its last
@@ -124,7 +131,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
   std::optional<PendingCommit> pending_;  // the transaction committing in the background
   std::optional<Lsn> after_pending_;      // confirmable once pending_ committed
   bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker
-  // Read by the loop thread while the connector's worker may set it in StartPosition.
+  // Read by the loop thread while the connector's worker may set it in StreamStarts.
   std::atomic<uint64_t> committed_{0};
 };
 

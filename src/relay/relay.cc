@@ -35,9 +35,8 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
           [this](const SourceIdentity& server, bool slot_missing) {
             return pipeline_->guarantee().StoredPosition(server, slot_missing);
           },
-          [this](const SourceIdentity& server, Lsn slot_position,
-                 const std::optional<SourceOffset>& stored) {
-            return pipeline_->guarantee().StartPosition(server, slot_position, stored);
+          [this](const SourceIdentity& server, Lsn start, bool own_position_stored) {
+            return pipeline_->guarantee().StreamStarts(server, start, own_position_stored);
           },
           io),
       pg_socket_(io),

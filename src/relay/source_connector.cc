@@ -7,6 +7,7 @@
 #include "delivery/timeline.h"
 #include "pg/preflight.h"
 #include "pg/publication.h"
+#include "relay/start_decision.h"
 
 namespace walrelay {
 namespace {
@@ -18,12 +19,12 @@ constexpr auto kOwnWalsenderStep = std::chrono::milliseconds(100);
 }  // namespace
 
 SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                                 StoredPosition stored_position, StartPosition start_position,
+                                 StoredPosition stored_position, StreamStarts stream_starts,
                                  boost::asio::io_context& io)
     : settings_(settings),
       start_options_(std::move(start_options)),
       stored_position_(std::move(stored_position)),
-      start_position_(std::move(start_position)),
+      stream_starts_(std::move(stream_starts)),
       io_(io) {}
 
 SourceConnector::~SourceConnector() { Cancel(); }
@@ -42,26 +43,6 @@ void SourceConnector::Start(ConnectPlan plan, Callback done) {
       if (!cancel->load()) done(std::move(*outcome));
     });
   });
-}
-
-Status SourceConnector::SlotGone(const ConnectPlan& plan,
-                                 const std::optional<SourceOffset>& stored) const {
-  std::string last;
-  if (plan.streamed_before) {
-    last = "the last LSN confirmed to it was " + plan.last_confirmed.ToString();
-  } else {
-    last = "offsets topic '" + settings_.offsets.topic + "' holds this connector's position LSN " +
-           stored->lsn_commit.ToString() + " (timeline " + std::to_string(stored->timeline) +
-           ") for it";
-  }
-  return Status(ErrorCode::kSlotGone,
-                "replication slot '" + settings_.slot_name +
-                    "' this connector streamed from no longer exists (dropped, or a failover to "
-                    "a server without it); " +
-                    last +
-                    ". Rows committed after that may not be in Kafka: republish them from the "
-                    "outbox table or the source of truth, then set slot.recreate.when.missing="
-                    "true once (or create the slot by hand) to stream from now on");
 }
 
 Status SourceConnector::PlaceOnServerTimeline(ReplicationConnection& conn,
@@ -115,22 +96,37 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
     std::this_thread::sleep_for(kOwnWalsenderStep);
     checked = RunPreflight(*conn, settings_, report);
   }
+  // A missing slot is the start decision's to judge; every other failure ends the attempt.
   if (!checked.ok() && checked.code() != ErrorCode::kSlotMissing) return checked;
 
   SourceSession session;
   session.identity = {report.server.system_id, report.server.timeline};
-  const bool slot_missing = !report.slot.exists;
+  StartFacts facts;
+  facts.mode =
+      settings_.exactly_once.enabled() ? DeliveryMode::kExactlyOnce : DeliveryMode::kAtLeastOnce;
+  facts.slot_name = settings_.slot_name;
+  facts.offsets_topic = settings_.offsets.topic;
+  facts.server = session.identity;
+  facts.slot_exists = report.slot.exists;
+  facts.slot_position = report.slot.confirmed_flush;
+  facts.streamed_here = plan.streamed_before;
+  facts.last_confirmed = plan.last_confirmed;
+  facts.slot_create = settings_.slot_create;
+  facts.recreate_when_missing = settings_.slot_recreate_when_missing;
   if (stored_position_) {
-    auto stored = stored_position_(session.identity, slot_missing);
+    auto stored = stored_position_(session.identity, !report.slot.exists);
     if (!stored.ok()) return stored.status();
-    session.stored = std::move(stored).value();
-    if (session.stored)
-      WALRELAY_RETURN_IF_ERROR(PlaceOnServerTimeline(*conn, session.identity, *session.stored));
+    facts.stored = std::move(stored).value();
+    // Only this server's positions have a place on its timelines.
+    if (facts.stored && IsOwnPosition(*facts.stored, facts.server, facts.slot_name))
+      WALRELAY_RETURN_IF_ERROR(PlaceOnServerTimeline(*conn, session.identity, *facts.stored));
   }
-  const bool streamed_before = plan.streamed_before || session.stored.has_value();
-  if (slot_missing && streamed_before && !settings_.slot_recreate_when_missing)
-    return SlotGone(plan, session.stored);
-  if (!checked.ok()) return checked;
+  const StartVerdict verdict = DecideStart(facts);
+  if (verdict.action == StartVerdict::Action::kStop) return verdict.stop;
+  if (!verdict.warning.empty()) spdlog::warn("{}", verdict.warning);
+  // For the pipeline's messages: this slot's last stored position, even when the slot is new.
+  if (facts.stored && IsOwnPosition(*facts.stored, facts.server, facts.slot_name))
+    session.stored = facts.stored;
 
   if (settings_.plugin_name == "pgoutput") {
     // Before the slot: a slot created first would decode rows from before the publication.
@@ -147,21 +143,26 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   }
 
   session.slot_position = report.slot.confirmed_flush;
-  if (slot_missing) {
+  session.start_position = verdict.start;
+  if (verdict.action == StartVerdict::Action::kCreateSlot) {
     auto created =
         conn->CreateSlot(settings_.slot_name, settings_.plugin_name, settings_.slot_failover);
     if (!created.ok()) return created.status();
-    session.slot_position = *created;
+    session.slot_position = session.start_position = *created;
     session.slot_created = true;
-    session.slot_recreated = streamed_before;
+    session.slot_recreated = verdict.slot_recreated;
+  } else if (session.start_position > session.slot_position) {
+    spdlog::info("exactly-once: offsets topic '{}' holds commit LSN {}, past slot '{}' at LSN {}: "
+                 "the source transactions in between are in Kafka already and are not sent again",
+                 settings_.offsets.topic, session.start_position.ToString(), settings_.slot_name,
+                 session.slot_position.ToString());
   }
   auto catalog = ReadCatalogSnapshot(*conn, settings_);
   if (!catalog.ok()) return catalog.status();
   session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
-  if (start_position_) {
-    auto start = start_position_(session.identity, session.slot_position, session.stored);
-    if (!start.ok()) return start.status();
-    session.start_position = *start;
+  if (stream_starts_) {
+    WALRELAY_RETURN_IF_ERROR(
+        stream_starts_(session.identity, session.start_position, verdict.own_position_stored));
   }
   WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, session.start_position,
                                                   start_options_(report.server.server_version)));

@@ -11,24 +11,23 @@
 // interrupts an attempt within about 100 ms: a running query is cancelled on the server and the
 // callback is not called.
 //
-// The slot's life: a slot is streamed from before when this process streamed from it
-// (ConnectPlan::streamed_before) or when the StoredPosition hook finds a position this
-// connector stored for this server and slot (outside the process: a restart, a standby that
-// never streamed). Before that, a missing slot is created when slot.create allows. After it, a
-// missing slot means the rows since its last position may be gone: the attempt fails with
-// kSlotGone, naming the slot and that position, unless slot.recreate.when.missing allows
-// creating it again (then SourceSession::slot_recreated says so, for the relay to report the
-// range at risk).
+// Where the stream starts, and whether a missing slot may be created, is decided once per
+// attempt by DecideStart (relay/start_decision.h) from what the attempt found: the slot,
+// what this process streamed (ConnectPlan), and what the StoredPosition hook returns (the
+// position stored under this connector's key, whatever server and slot it names). A stop
+// verdict fails the attempt with its error (kSlotGone, kSlotMissing, kOffsetMismatch). A
+// slot created again after this connector streamed from it is reported through
+// SourceSession::slot_recreated, for the relay to report the range at risk.
 //
-// Timelines: a stored position from another timeline than the server's is placed on the
-// server's history (TIMELINE_HISTORY, delivery/timeline.h): capped at the point where its
-// timeline ended, with an error-level line naming the positions streamed from the abandoned
-// timeline; a timeline outside the server's history fails the attempt (kOffsetMismatch).
+// Timelines: a stored position of this server from another timeline than the server's is
+// placed on the server's history (TIMELINE_HISTORY, delivery/timeline.h) before the decision:
+// capped at the point where its timeline ended, with an error-level line naming the positions
+// streamed from the abandoned timeline; a timeline outside the server's history fails the
+// attempt (kOffsetMismatch).
 //
-// Where the stream starts: START_REPLICATION names the LSN the StartPosition hook returns (on
-// the worker thread, once the slot is known to be free and before it is taken), or the slot's
-// own position when there is no hook. PostgreSQL streams only the transactions that commit
-// after that LSN, so a hook may skip what is delivered already (delivery/delivery_guarantee.h).
+// START_REPLICATION names the decided start (the slot's position, or past it where exactly
+// once skips what Kafka committed); the StreamStarts hook is told it first, on the worker
+// thread. PostgreSQL streams only the transactions that commit after that LSN.
 //
 // A slot held by the walsender of this relay's own previous connection (after Restart()) is
 // asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
@@ -69,11 +68,12 @@ struct SourceSession {
   // The slot's confirmed_flush_lsn as read before START_REPLICATION, or the consistent point
   // of the slot just created: the server streams from here and never below it.
   Lsn slot_position;
-  // The LSN START_REPLICATION named (Lsn() for the slot's position), from the StartPosition hook.
+  // The LSN START_REPLICATION named, as the start decision chose it.
   Lsn start_position;
   bool slot_created = false;
   bool slot_recreated = false;  // created again after the relay had streamed from it
-  // What the StoredPosition hook found, placed on the server's timeline.
+  // This slot's position as the StoredPosition hook found it, placed on the server's timeline
+  // (nullopt when none was read, or the stored one names another server or slot).
   std::optional<SourceOffset> stored;
   // The included tables' keys, columns and types as the catalog had them at this connect.
   std::shared_ptr<const CatalogSnapshot> catalog;
@@ -86,16 +86,17 @@ class SourceConnector {
   // The decoder's START_REPLICATION options for a server version
   // (Decoder::StartReplicationOptions); called on the worker thread.
   using StartOptions = std::function<std::string(int server_version)>;
-  // The position this connector stored for the server and slot, if any; called on the worker
-  // thread before the slot is created or taken. An error fails the attempt.
+  // The position stored under this connector's key, whatever server and slot it names;
+  // called on the worker thread before the slot is created or taken. An error fails the
+  // attempt.
   using StoredPosition = std::function<Result<std::optional<SourceOffset>>(
       const SourceIdentity& server, bool slot_missing)>;
-  // The LSN to stream from, given the server, the slot's position and the stored position;
-  // called on the worker thread. An error fails the attempt.
-  using StartPosition = std::function<Result<Lsn>(const SourceIdentity& server, Lsn slot_position,
-                                                  const std::optional<SourceOffset>& stored)>;
+  // The stream starts at `start` (`own_position_stored`: this slot's position is stored
+  // already); called on the worker thread before START_REPLICATION. An error fails the attempt.
+  using StreamStarts =
+      std::function<Status(const SourceIdentity& server, Lsn start, bool own_position_stored)>;
   SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                  StoredPosition stored_position, StartPosition start_position,
+                  StoredPosition stored_position, StreamStarts stream_starts,
                   boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
@@ -108,7 +109,6 @@ class SourceConnector {
  private:
   // Runs on the worker thread.
   Result<SourceSession> Attempt(const ConnectPlan& plan, const std::atomic<bool>& cancel);
-  Status SlotGone(const ConnectPlan& plan, const std::optional<SourceOffset>& stored) const;
   // Places a position stored on another timeline on the server's history.
   Status PlaceOnServerTimeline(ReplicationConnection& conn, const SourceIdentity& server,
                                SourceOffset& stored) const;
@@ -116,7 +116,7 @@ class SourceConnector {
   RelaySettings settings_;
   StartOptions start_options_;
   StoredPosition stored_position_;
-  StartPosition start_position_;
+  StreamStarts stream_starts_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.

@@ -408,8 +408,11 @@ TEST_CASE("exactly once: a tombstone clears a foreign position after the partiti
   foreign.timeline = 1;
   foreign.slot = slot;
   write(store.MakeRecord(foreign, 1));
+  // Another server's position under this connector's key: it streamed before, elsewhere, and
+  // the missing slot is not created behind the operator's back.
   auto [refused, output] = fx.RunCommand({"run", "--config", config});
-  CHECK_MESSAGE(refused == 21, output);
+  CHECK_MESSAGE(refused == kExitSlotGone, output);
+  CHECK(output.find("server 1, slot '" + slot + "'") != std::string::npos);
 
   // More partitions, then the tombstone where murmur2 places the key now: not partition 0.
   int total = 2;
@@ -461,4 +464,126 @@ TEST_CASE("at least once: after a failover to a server without the slot, exit 16
   CHECK(*standby.QueryValue("SELECT count(*) FROM pg_replication_slots WHERE slot_type = "
                             "'logical'") == "0");
   MESSAGE("failover to a standby without the slot: exit " << code);
+}
+
+namespace {
+
+std::string SystemIdentifier(devtools::PgSandbox& pg) {
+  auto id = pg.QueryValue("SELECT system_identifier FROM pg_control_system()");
+  REQUIRE(id.ok());
+  return *id;
+}
+
+// Waits until the offsets topic holds a position of `system_identifier` under the key.
+SourceOffset WaitStored(const OffsetStore& store, const std::string& system_identifier) {
+  std::optional<SourceOffset> stored;
+  REQUIRE(Eventually(
+      [&] {
+        auto read = store.ReadLast(10s);
+        if (read.ok()) stored = *read;
+        return stored && stored->system_identifier == system_identifier;
+      },
+      30s));
+  return *stored;
+}
+
+}  // namespace
+
+// A cutover (blue/green switchover, dump and restore, a migration by logical replication): the
+// config's address now leads to another cluster with the same database and outbox, where rows
+// were committed before any relay connected. Creating the slot there at the current WAL
+// position would skip them.
+TEST_CASE("at least once: a cutover to another server without the slot stops with exit 16, "
+          "naming the slot, both servers and the stored position") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "cutover";
+  const std::string first_server = SystemIdentifier(fx.pg());
+  auto relay = fx.StartRelay(fx.WriteConfig(slot, {}));
+  int seq = 0;
+  fx.Exec(Rows(seq, 5));
+  const Lsn end = fx.CurrentWal();
+  REQUIRE(fx.WaitConfirmed(slot, end, 30s) >= end);
+  OffsetStore store({{"bootstrap.servers", fx.bootstrap_servers()}},
+                    DefaultOffsetsTopic("itest-" + slot),
+                    SourceOffsetKey("itest-" + slot, "itest"));
+  WaitStored(store, first_server);
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  const SourceOffset stored = WaitStored(store, first_server);  // the last one written
+
+  auto started = devtools::PgSandbox::Start();
+  REQUIRE_MESSAGE(started.ok(), started.status().ToString());
+  devtools::PgSandbox& moved_to = **started;
+  const std::string second_server = SystemIdentifier(moved_to);
+  REQUIRE(second_server != first_server);
+  REQUIRE(moved_to.Exec(ReadWholeFile(std::string(WALRELAY_SOURCE_DIR) + "/docs/outbox.sql")).ok());
+  const int missed_from = seq + 1;
+  REQUIRE(moved_to.Exec(Rows(seq, 10)).ok());  // rows 6-15, before any relay connects
+
+  const std::string moved =
+      fx.WriteConfig(slot, {{"database.port", std::to_string(moved_to.port())}});
+  auto [code, output] = fx.RunCommand({"run", "--config", moved});
+  CHECK_MESSAGE(code == kExitSlotGone, output);
+  CHECK(output.find("replication slot '" + slot +
+                    "' this connector streamed from no longer "
+                    "exists on server " +
+                    second_server) != std::string::npos);
+  CHECK_MESSAGE(output.find("LSN " + stored.lsn_commit.ToString() + " (timeline 1) of server " +
+                            first_server + ", slot '" + slot + "'") != std::string::npos,
+                output);
+  CHECK(*moved_to.QueryValue("SELECT count(*) FROM pg_replication_slots") == "0");
+
+  // The operator opts in once and republishes rows 6-15 (here: deletes and inserts them
+  // again; the relay ignores deletes): the slot is created on the new server, and its
+  // position replaces the other server's.
+  const std::string recreate = fx.WriteConfig(
+      slot,
+      {{"database.port", std::to_string(moved_to.port())}, {"slot.recreate.when.missing", "true"}});
+  auto resumed = fx.StartRelay(recreate);
+  std::string republish = "BEGIN; DELETE FROM outbox;";
+  for (int s = missed_from; s <= seq; ++s) republish += InsertEvent(s);
+  REQUIRE(moved_to.Exec(republish + "COMMIT;").ok());
+  CHECK(CheckRecords(ReadEverySeq(*fx.Reader(), SeqRange(seq), 60s)).size() ==
+        static_cast<size_t>(seq));
+  CHECK(WaitStored(store, second_server).slot == slot);
+  REQUIRE(resumed->Kill(SIGTERM).ok());
+  REQUIRE(resumed->Wait(20s).ok());
+  MESSAGE("cutover: exit " << code << "; stored LSN " << stored.lsn_commit.ToString()
+                           << " of server " << first_server << ", moved to " << second_server);
+}
+
+// A quiet outbox under exactly once: the relay streams and relays nothing, then the slot is
+// lost. Without a position recorded at the first stream, the next process would find nothing
+// stored, create the slot again at the current WAL position, and skip the rows committed
+// while it was missing.
+TEST_CASE("exactly once: a slot lost before the first Kafka transaction stops the next start "
+          "with exit 16") {
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const std::string slot = "eos_quiet";
+  const std::string topic = "quiet-offsets";
+  const std::string config = fx.WriteConfig(
+      slot, {{"exactly.once.support", "required"}, {"offsets.storage.topic", topic}});
+  const std::string server = SystemIdentifier(fx.pg());
+  auto relay = fx.StartRelay(config);
+  REQUIRE(relay->Kill(SIGTERM).ok());
+  REQUIRE(relay->Wait(20s).ok());
+  fx.WaitSlotFree(slot);
+  // The first stream recorded its start, though no record was relayed.
+  OffsetStore store({{"bootstrap.servers", fx.bootstrap_servers()}}, topic,
+                    SourceOffsetKey("itest-" + slot, "itest"));
+  const SourceOffset recorded = WaitStored(store, server);
+  CHECK(recorded.slot == slot);
+
+  int seq = 0;
+  fx.Exec(Rows(seq, 10));
+  fx.Exec(DropSlotUnderRelay(slot));
+  auto [code, output] = fx.RunCommand({"run", "--config", config});
+  CHECK_MESSAGE(code == kExitSlotGone, output);
+  CHECK(output.find("offsets topic '" + topic + "' holds this connector's position LSN " +
+                    recorded.lsn_commit.ToString()) != std::string::npos);
+  CHECK(SlotCount(fx, slot) == 0);
+  MESSAGE("exactly once, quiet outbox, slot lost: exit " << code << "; start recorded at LSN "
+                                                         << recorded.lsn_commit.ToString());
 }

@@ -144,10 +144,10 @@ struct Harness {
   }
 
   // A stream from the slot at `slot` (a reconnect to the same server when started before).
+  // This slot's position is stored already: no transaction records the start.
   void Start(Lsn slot) {
-    auto start = eos->StartPosition(kServer, slot, std::nullopt);
-    REQUIRE(start.ok());
-    pipeline->StreamStarted(StreamStart{kServer, slot, *start, false, std::nullopt});
+    REQUIRE(eos->StreamStarts(kServer, slot, /*own_position_stored=*/true).ok());
+    pipeline->StreamStarted(StreamStart{kServer, slot, slot, false, std::nullopt});
   }
   Status Begin(uint32_t xid) {
     inside_source = true;
@@ -441,22 +441,36 @@ TEST_CASE("exactly once: a stream that ends between source transactions commits,
   CHECK(h.txn->aborts == 1);
 }
 
-TEST_CASE("exactly once: the start position skips what Kafka committed past the slot") {
+TEST_CASE("exactly once: the decided start is what Kafka holds; a stream whose slot position is "
+          "not stored records it in a transaction of its own") {
   Harness h;
-  SourceOffset stored;
-  stored.lsn = stored.lsn_commit = L(500);
-  auto start = h.eos->StartPosition(kServer, L(300), stored);
-  REQUIRE(start.ok());
-  CHECK(*start == L(500));
+  // Past the slot (the start decision skips what Kafka committed): confirmable from there.
+  REQUIRE(h.eos->StreamStarts(kServer, L(500), /*own_position_stored=*/true).ok());
   CHECK(h.eos->Confirmable(L(900)) == L(500));
-  stored.lsn = stored.lsn_commit = L(200);
-  start = h.eos->StartPosition(kServer, L(300), stored);
-  REQUIRE(start.ok());
-  CHECK(*start == L(300));  // the slot is past it: PostgreSQL streams from the slot
+  CHECK(h.txn->begins == 0);
+  // A first start: the offset record alone says that this connector streams from the slot,
+  // so a later process that finds the slot missing stops instead of creating it.
+  REQUIRE(h.eos->StreamStarts(kServer, L(300), /*own_position_stored=*/false).ok());
   CHECK(h.eos->Confirmable(L(900)) == L(300));
-  start = h.eos->StartPosition(kServer, L(300), std::nullopt);
-  REQUIRE(start.ok());
-  CHECK(*start == L(300));
+  REQUIRE(h.txn->commits == 1);
+  REQUIRE(h.txn->offsets.size() == 1);
+  const SourceOffset recorded = h.txn->Offset(0);
+  CHECK(recorded.lsn_commit == L(300));
+  CHECK(recorded.system_identifier == kServer.system_id);
+  CHECK(recorded.timeline == 1u);
+  CHECK(recorded.slot == "orders_slot");
+  CHECK_FALSE(h.txn->open);
+  // A commit that fails is aborted, and the attempt is retried (kConnection).
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR__STATE));
+  const Status failed = h.eos->StreamStarts(kServer, L(300), false);
+  CHECK(failed.code() == ErrorCode::kConnection);
+  CHECK(h.txn->aborts == 1);
+  CHECK_FALSE(h.txn->failed_open);
+  // Fenced: stops, with what was being done.
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+  const Status fenced = h.eos->StreamStarts(kServer, L(300), false);
+  CHECK(fenced.code() == ErrorCode::kKafkaFenced);
+  CHECK(fenced.message().find("recording the stream's start") != std::string::npos);
 }
 
 TEST_CASE("exactly once: initialising transactions fences once; back on the same server the "

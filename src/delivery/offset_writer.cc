@@ -134,9 +134,13 @@ void OffsetWriter::OnReport(const DeliveryReport& report) {
                  "the next position",
                  store_.topic(), Lsn(report.ticket).ToString(), why);
   }
-  // Written again soon, the newest position by then.
+  // Only the newest position handed to the producer since Start() is written again, soon (the
+  // newest position by then). An older one is superseded by that newer write, and one written
+  // before Start() changed server, timeline or slot (written_position_ was reset then) would be
+  // written again under the new ones, which never confirmed it.
+  if (written_position_ != Lsn(report.ticket)) return;
+  written_position_ = Lsn();
   if (!pending_) pending_ = Lsn(report.ticket);
-  if (written_position_ == Lsn(report.ticket)) written_position_ = Lsn();
   next_due_ = Clock::now() + kRetryAfter;
 }
 

@@ -13,8 +13,9 @@
 //   under the previous ones.
 // - Writes go through a producer of their own (idempotent, acks=all), never waiting: Poll()
 //   serves their acknowledgements, and a refused write is logged (once per kind of failure
-//   until one succeeds again) and written again with the next position. Counts per outcome
-//   are in written()/failed().
+//   until one succeeds again) and written again with the next position, unless a newer
+//   position or a Start() that changed server, timeline or slot came after it. Counts per
+//   outcome are in written()/failed().
 // - Forget() writes Connect's tombstone: the next start is a first start (slot.drop.on.stop
 //   dropped the slot on purpose).
 // - Destruction waits up to `kFlushOnClose` for writes still in flight.

@@ -1,7 +1,9 @@
 // OffsetWriter against librdkafka's in-process mock cluster: a position is written only under
 // the server, timeline and slot of the stream that confirmed it, also when Start() changes them
-// while that position is pending.
+// while that position is pending or its write is still in flight; and a refused write comes
+// back only while it is the newest position.
 #include <doctest/doctest.h>
+#include <librdkafka/rdkafka.h>
 
 #include <chrono>
 #include <map>
@@ -107,4 +109,99 @@ TEST_CASE("a position pending when Start() changes the timeline is written under
   CHECK(positions[1].lsn == pending);
   CHECK(positions[2].timeline == 2);
   CHECK(positions[2].lsn == after);
+}
+
+TEST_CASE("a write refused after Start() changed the timeline is not written again under the new "
+          "one") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic(kTopic, 1, 1).ok());
+  const std::map<std::string, std::string> properties{
+      {"bootstrap.servers", (*kafka)->bootstrap_servers()}};
+  const OffsetStore store(properties, kTopic, SourceOffsetKey("orders", "shop"));
+  const Lsn refused(0x1000), after(0x3000);
+  {
+    auto writer = OffsetWriter::Create(properties, store, kLongInterval);
+    REQUIRE(writer.ok());
+    OffsetWriter& w = **writer;
+    w.Start(kSystemId, 1, kSlot, 1);
+    // The broker refuses the first write; its report is served only by a later Poll().
+    (*kafka)->PushProduceErrors(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    w.Confirmed(refused);
+    w.Start(kSystemId, 2, kSlot, 1);
+    REQUIRE(PollUntil(w, [&] { return w.failed() == 1; }));
+    // Past OffsetWriter::kRetryAfter: a refused position due again would be written by now.
+    PollFor(w, OffsetWriter::kRetryAfter + 500ms);
+    CHECK(w.written() == 0);
+    CHECK_FALSE(w.Due());
+    w.Confirmed(after);
+    CHECK(PollUntil(w, [&] { return w.written() >= 1; }));
+    PollFor(w, 200ms);
+    CHECK(w.written() == 1);
+  }
+  const auto positions = ReadPositions(**kafka, 1);
+  // Timeline 2 never confirmed the refused position; only its own is stored.
+  CHECK_FALSE(Has(positions, 2, refused));
+  REQUIRE(positions.size() == 1);
+  CHECK(positions[0].timeline == 2);
+  CHECK(positions[0].lsn == after);
+}
+
+TEST_CASE("a refused write older than the newest one handed to the producer is not written again") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic(kTopic, 1, 1).ok());
+  const std::map<std::string, std::string> properties{
+      {"bootstrap.servers", (*kafka)->bootstrap_servers()}};
+  const OffsetStore store(properties, kTopic, SourceOffsetKey("orders", "shop"));
+  const Lsn older(0x1000), newer(0x2000);
+  {
+    // No interval: every confirmed position is written at once.
+    auto writer = OffsetWriter::Create(properties, store, 0ms);
+    REQUIRE(writer.ok());
+    OffsetWriter& w = **writer;
+    w.Start(kSystemId, 1, kSlot, 1);
+    // Both go out before either report is served; the broker refuses the first request, which
+    // holds the older one and, as they are written together, usually the newer one too.
+    (*kafka)->PushProduceErrors(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    w.Confirmed(older);
+    w.Confirmed(newer);
+    REQUIRE(PollUntil(w, [&] { return w.failed() >= 1; }));
+    // Past OffsetWriter::kRetryAfter, so whatever is written again has been by now.
+    PollFor(w, OffsetWriter::kRetryAfter + 500ms);
+    CHECK(PollUntil(w, [&] { return w.written() >= 1; }));
+  }
+  const auto positions = ReadPositions(**kafka, 1);
+  // The stored position is the newest: the older one does not come back after it.
+  REQUIRE_FALSE(positions.empty());
+  CHECK(positions.back().lsn == newer);
+  for (const auto& p : positions) CHECK(p.lsn == newer);
+}
+
+TEST_CASE("a write refused after Forget() does not bring the position back") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic(kTopic, 1, 1).ok());
+  const std::map<std::string, std::string> properties{
+      {"bootstrap.servers", (*kafka)->bootstrap_servers()}};
+  const OffsetStore store(properties, kTopic, SourceOffsetKey("orders", "shop"));
+  {
+    auto writer = OffsetWriter::Create(properties, store, kLongInterval);
+    REQUIRE(writer.ok());
+    OffsetWriter& w = **writer;
+    w.Start(kSystemId, 1, kSlot, 1);
+    (*kafka)->PushProduceErrors(1, RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED);
+    w.Confirmed(Lsn(0x1000));
+    // slot.drop.on.stop: the next start is to be a first start.
+    w.Forget();
+    REQUIRE(PollUntil(w, [&] { return w.failed() >= 1; }));
+    PollFor(w, OffsetWriter::kRetryAfter + 500ms);
+  }
+  auto reader = devtools::TopicReader::Create((*kafka)->bootstrap_servers());
+  REQUIRE(reader.ok());
+  REQUIRE((*reader)->Assign({kTopic}).ok());
+  const auto records = (*reader)->Poll(2s);
+  // Nothing, or the tombstone last: no position is stored after Forget().
+  if (!records.empty()) CHECK_FALSE(records.back().value.has_value());
+  for (const auto& record : records) CHECK_FALSE(record.value.has_value());
 }

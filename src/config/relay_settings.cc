@@ -16,6 +16,7 @@
 #include "common/regex_limits.h"
 #include "convert/converters.h"
 #include "delivery/topic_name.h"
+#include "delivery/transactional_ids.h"
 #include "transform/connect_column.h"
 
 namespace walrelay {
@@ -255,7 +256,7 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   if (!max_bytes.ok()) return max_bytes.status();
   eos.boundary.max_bytes = *max_bytes;
   eos.transactional_id = p.Get("transactional.id").value_or("");
-  return Status::Ok();
+  return CheckTransactionalId(eos.transactional_id);
 }
 
 // offsets.storage.* and offset.flush.interval.ms: the durable source position, kept in both
@@ -501,7 +502,7 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   if (Status st = ParseOffsetStorage(p, s.name, s.exactly_once.enabled(), s.offsets); !st.ok())
     return st;
   if (s.exactly_once.enabled() && s.exactly_once.transactional_id.empty()) {
-    s.exactly_once.transactional_id = "walrelay-" + s.name;
+    s.exactly_once.transactional_id = DefaultTransactionalId(s.name);
   }
 
   if (auto cls = p.Get("connector.class");

@@ -67,7 +67,8 @@ enum class ExactlyOnceSupport { kOff, kRequested, kRequired };
 struct ExactlyOnceSettings {
   ExactlyOnceSupport support = ExactlyOnceSupport::kOff;  // unset: at least once
   TransactionBoundaryLimits boundary;                     // transaction.boundary[.*]
-  std::string transactional_id;  // transactional.id; default walrelay-<name>
+  // transactional.id; default walrelay-<name> (delivery/transactional_ids.h)
+  std::string transactional_id;
 
   bool enabled() const { return support != ExactlyOnceSupport::kOff; }
 };

@@ -11,7 +11,7 @@ Result<std::unique_ptr<KafkaOutput>> KafkaOutput::Create(boost::asio::io_context
   if (settings.exactly_once.enabled()) {
     // settings.kafka carries the first id already (config/relay_settings.cc).
     const std::string& id = settings.exactly_once.transactional_id;
-    output->transactional_ids_ = {id, id + kSecondIdSuffix};
+    output->transactional_ids_ = {id, SecondTransactionalId(id)};
     properties.push_back(settings.kafka);
     properties.back()["transactional.id"] = output->transactional_ids_.back();
   } else {

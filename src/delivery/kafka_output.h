@@ -3,10 +3,11 @@
 //
 // At least once it is one KafkaProducer. With exactly once it is two transactional producers
 // taking turns, one Kafka transaction each (delivery/kafka_transactions.h): `transactional.id`
-// and `transactional.id` + kSecondIdSuffix. Right after a commit Kafka's coordinator is still
-// writing the transaction's markers, and a producer that begins its next transaction then is
-// refused (CONCURRENT_TRANSACTIONS) and waits a fixed 20 ms in librdkafka before its records may
-// go out; the other producer's last transaction ended a whole transaction ago.
+// and SecondTransactionalId() of it (delivery/transactional_ids.h). Right after a commit
+// Kafka's coordinator is still writing the transaction's markers, and a producer that begins
+// its next transaction then is refused (CONCURRENT_TRANSACTIONS) and waits a fixed 20 ms in
+// librdkafka before its records may go out; the other producer's last transaction ended a
+// whole transaction ago.
 //
 // Contract:
 // - Produce() goes to the active producer (Activate() chooses it); records of both share one
@@ -31,12 +32,13 @@
 #include "delivery/kafka_event_watch.h"
 #include "delivery/producer.h"
 #include "delivery/record_sink.h"
+#include "delivery/transactional_ids.h"
 
 namespace walrelay {
 
 class KafkaOutput final : public RecordSink {
  public:
-  static constexpr const char* kSecondIdSuffix = ".1";
+  static constexpr const char* kSecondIdSuffix = walrelay::kSecondIdSuffix;
 
   // One producer, or two with exactly.once.support (settings.kafka's transactional.id).
   static Result<std::unique_ptr<KafkaOutput>> Create(boost::asio::io_context& io,

@@ -44,6 +44,14 @@ void OffsetWriter::Start(const std::string& system_identifier, uint32_t timeline
                          const std::string& slot, int32_t partitions) {
   const bool same = started_ && template_.system_identifier == system_identifier &&
                     template_.timeline == timeline && template_.slot == slot;
+  if (!same && pending_) {
+    // A position the previous stream confirmed and that is not written yet goes out under that
+    // stream's server, timeline and slot, which it belongs to: under the new ones it would
+    // claim a position on a timeline (or server) that never confirmed it. If the producer
+    // refuses it now it is dropped; the new stream's first position is written at once anyway.
+    if (started_) Write(*pending_);
+    pending_.reset();
+  }
   template_.system_identifier = system_identifier;
   template_.timeline = timeline;
   template_.slot = slot;
@@ -126,9 +134,13 @@ void OffsetWriter::OnReport(const DeliveryReport& report) {
                  "the next position",
                  store_.topic(), Lsn(report.ticket).ToString(), why);
   }
-  // Written again soon, the newest position by then.
+  // Only the newest position handed to the producer since Start() is written again, soon (the
+  // newest position by then). An older one is superseded by that newer write, and one written
+  // before Start() changed server, timeline or slot (written_position_ was reset then) would be
+  // written again under the new ones, which never confirmed it.
+  if (written_position_ != Lsn(report.ticket)) return;
+  written_position_ = Lsn();
   if (!pending_) pending_ = Lsn(report.ticket);
-  if (written_position_ == Lsn(report.ticket)) written_position_ = Lsn();
   next_due_ = Clock::now() + kRetryAfter;
 }
 

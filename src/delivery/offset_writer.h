@@ -8,10 +8,14 @@
 //   one after Start() and after any change of server is written at once (that the slot was
 //   streamed from must be durable before much else happens); later ones at most every
 //   `interval` (offset.flush.interval.ms), the newest one then.
+// - A position is written only under the server, timeline and slot of the stream that
+//   confirmed it: when Start() changes them, the position still pending is written first,
+//   under the previous ones.
 // - Writes go through a producer of their own (idempotent, acks=all), never waiting: Poll()
 //   serves their acknowledgements, and a refused write is logged (once per kind of failure
-//   until one succeeds again) and written again with the next position. Counts per outcome
-//   are in written()/failed().
+//   until one succeeds again) and written again with the next position, unless a newer
+//   position or a Start() that changed server, timeline or slot came after it. Counts per
+//   outcome are in written()/failed().
 // - Forget() writes Connect's tombstone: the next start is a first start (slot.drop.on.stop
 //   dropped the slot on purpose).
 // - Destruction waits up to `kFlushOnClose` for writes still in flight.
@@ -50,8 +54,9 @@ class OffsetWriter {
   OffsetWriter(const OffsetWriter&) = delete;
   OffsetWriter& operator=(const OffsetWriter&) = delete;
 
-  // The server and slot the positions belong to, and the topic's partition count; the next
-  // Confirmed() writes at once.
+  // The server, timeline and slot the positions belong to, and the topic's partition count;
+  // the next Confirmed() writes at once. A change of server, timeline or slot first writes the
+  // position still pending under the previous ones.
   void Start(const std::string& system_identifier, uint32_t timeline, const std::string& slot,
              int32_t partitions);
   void Confirmed(Lsn position);

@@ -35,10 +35,6 @@ TxnErrorKind ClassifyTxnError(rd_kafka_resp_err_t code, bool is_fatal, bool requ
   return TxnErrorKind::kAbortable;
 }
 
-std::string DefaultTransactionalId(const std::string& connector_name) {
-  return "walrelay-" + connector_name;
-}
-
 Result<std::unique_ptr<TransactionalProducer>> TransactionalProducer::Create(
     const std::map<std::string, std::string>& properties, const std::string& transactional_id,
     DeliveryHandler handler) {

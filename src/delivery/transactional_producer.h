@@ -36,6 +36,7 @@
 
 #include "common/status.h"
 #include "delivery/producer.h"
+#include "delivery/transactional_ids.h"  // DefaultTransactionalId()
 #include "transform/record.h"
 
 namespace walrelay {
@@ -62,9 +63,6 @@ TxnErrorKind ClassifyTxnError(rd_kafka_resp_err_t code, bool is_fatal, bool requ
 // say). Fenced errors carry ErrorCode::kKafkaFenced. nullptr is OK.
 TxnStatus TxnStatusFromError(rd_kafka_t* rk, rd_kafka_error_t* error,
                              const std::string& transactional_id, const std::string& operation);
-
-// "walrelay-<connector name>": the transactional.id when none is configured.
-std::string DefaultTransactionalId(const std::string& connector_name);
 
 struct TransactionDeliveryReport {
   uint64_t ticket;

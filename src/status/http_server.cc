@@ -109,6 +109,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (auto site = request.find("Sec-Fetch-Site"); site != request.end()) {
       input.sec_fetch_site = std::string(site->value());
     }
+    if (auto type = request.find(http::field::content_type); type != request.end()) {
+      input.content_type = std::string(type->value());
+    }
     HttpResponse answer = (*handler_)(input);
     auto response = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(answer.status), request.version());

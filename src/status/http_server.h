@@ -52,6 +52,8 @@ struct HttpRequest {
   // Set by browsers (never by curl): where the request comes from, to refuse cross-site ones.
   std::optional<std::string> origin = std::nullopt;          // the Origin header, if any
   std::optional<std::string> sec_fetch_site = std::nullopt;  // the Sec-Fetch-Site header
+  // What a body would be: an HTML form's types are refused for changes (status/rest_access.h).
+  std::optional<std::string> content_type = std::nullopt;  // the Content-Type header, if any
 };
 
 struct HttpResponse {

@@ -72,6 +72,43 @@ std::string OriginAuthority(const std::string& origin) {
   return authority;
 }
 
+// Why `request` was sent by a web page of another origin, or "" when it was not.
+// Sec-Fetch-Site is the browser's own verdict and covers what Origin cannot (Origin: null from
+// sandboxed frames, redirects); without it, compare Origin with the Host the browser connected
+// to. A request with neither did not come from a current browser's page.
+std::string CrossOriginReason(const HttpRequest& request) {
+  if (request.sec_fetch_site) {
+    const std::string site = ToLower(Trim(*request.sec_fetch_site));
+    if (site == "same-origin" || site == "none") return "";
+    return "Sec-Fetch-Site: " + site;
+  }
+  if (!request.origin) return "";
+  const std::string origin = OriginAuthority(*request.origin);
+  const std::string host = request.host ? ToLower(Trim(*request.host)) : "";
+  if (!origin.empty() && origin == host) return "";
+  return "Origin '" + Trim(*request.origin) + "' is not this listener's Host '" +
+         (request.host ? *request.host : "") + "'";
+}
+
+// The media type of `content_type` when it is one an HTML form can send to any site without a
+// CORS preflight (application/x-www-form-urlencoded, multipart/form-data, text/plain; compared
+// without parameters and case), or "" for any other type and for none. Browsers that predate
+// Origin on form posts and Sec-Fetch-Site send such a form with neither header, so the type is
+// the only sign left; clients of the API send no body, or JSON.
+std::string FormMediaType(const std::optional<std::string>& content_type) {
+  if (!content_type) return "";
+  std::string type = *content_type;
+  if (const auto semicolon = type.find(';'); semicolon != std::string::npos) {
+    type.resize(semicolon);
+  }
+  type = ToLower(Trim(type));
+  for (const char* form :
+       {"application/x-www-form-urlencoded", "multipart/form-data", "text/plain"}) {
+    if (type == form) return type;
+  }
+  return "";
+}
+
 constexpr auto kCrossSiteWarningInterval = std::chrono::seconds(10);
 
 }  // namespace
@@ -116,44 +153,38 @@ std::optional<HttpResponse> RestAccess::CheckRequest(const HttpRequest& request)
                "the name to rest.allowed.hosts");
 }
 
-std::optional<HttpResponse> RestAccess::CheckSameOrigin(const HttpRequest& request) {
-  // Sec-Fetch-Site is the browser's own verdict and covers what Origin cannot (Origin: null
-  // from sandboxed frames, redirects); without it, compare Origin with the Host the browser
-  // connected to. A request with neither did not come from a browser's page.
-  std::string why;
-  if (request.sec_fetch_site) {
-    const std::string site = ToLower(Trim(*request.sec_fetch_site));
-    if (site == "same-origin" || site == "none") return std::nullopt;
-    why = "Sec-Fetch-Site: " + site;
-  } else if (!request.origin) {
-    return std::nullopt;
+std::optional<HttpResponse> RestAccess::CheckCrossSite(const HttpRequest& request) {
+  std::string why = CrossOriginReason(request);
+  std::string message;
+  if (!why.empty()) {
+    message = "cross-site request refused (" + why +
+              "): pause, resume and restart are not accepted from a web page of another origin; "
+              "send them without an Origin header, as curl and Kafka Connect tools do";
+  } else if (const std::string form = FormMediaType(request.content_type); !form.empty()) {
+    why = "Content-Type " + form + ", which an HTML form of any web page can send";
+    message = "cross-site request refused (Content-Type '" + form +
+              "' is what an HTML form of any web page sends, and older browsers send such a "
+              "form without Origin or Sec-Fetch-Site): pause, resume and restart are not "
+              "accepted with it; send them with no body, or with Content-Type: application/json";
   } else {
-    const std::string origin = OriginAuthority(*request.origin);
-    const std::string host = request.host ? ToLower(Trim(*request.host)) : "";
-    if (!origin.empty() && origin == host) return std::nullopt;
-    why = "Origin '" + Trim(*request.origin) + "' is not this listener's Host '" +
-          (request.host ? *request.host : "") + "'";
+    return std::nullopt;
   }
   ++refusals_["cross_site"];
   ++cross_site_unreported_;
   const auto now = std::chrono::steady_clock::now();
   if (now >= next_cross_site_warning_) {
     spdlog::warn("REST API on {}: refused {} cross-site change request(s) since the last "
-                 "warning, last {} {} ({}); a web page open in a browser tried to change the "
-                 "relay",
+                 "warning, last {} {} ({}); a web page open in a browser, or a client sending a "
+                 "form's Content-Type, tried to change the relay",
                  listener_text_, cross_site_unreported_, request.method, request.path, why);
     cross_site_unreported_ = 0;
     next_cross_site_warning_ = now + kCrossSiteWarningInterval;
   }
-  return KafkaConnectError(
-      403, "cross-site request refused (" + why +
-               "): pause, resume and restart are not "
-               "accepted from a web page of another origin; send them without an Origin header, "
-               "as curl and Kafka Connect tools do");
+  return KafkaConnectError(403, message);
 }
 
 std::optional<HttpResponse> RestAccess::CheckChange(const HttpRequest& request) {
-  if (auto refusal = CheckSameOrigin(request)) return refusal;
+  if (auto refusal = CheckCrossSite(request)) return refusal;
   if (!auth_.HasCredentials()) {
     if (loopback_) return std::nullopt;
     ++refusals_["no_credentials"];

@@ -20,6 +20,12 @@
 //   with every cross-site POST or PUT and page scripts cannot forge them; clients that send
 //   neither (curl, Kafka Connect tooling, scripts) are not affected. A browser page may still
 //   read status: it cannot change anything, and without CORS headers it cannot read answers.
+// - A change whose Content-Type is one an HTML form sends without a CORS preflight
+//   (application/x-www-form-urlencoded, multipart/form-data, text/plain; the media type
+//   compared without case or parameters) is refused with 403 as cross-site too, on every
+//   listener and before credentials: a browser that sends neither Origin nor Sec-Fetch-Site
+//   with a form post would otherwise let any page restart a loopback relay. The API takes no
+//   body, so clients send none (curl -X POST) or application/json, and both are accepted.
 // - Credentials are compared in constant time and never appear in answers or logs.
 // Refusals are counted by reason ("host", "cross_site", "unauthorized", "no_credentials") for
 // /metrics; cross-site ones are also logged, at most every 10 s with a count.
@@ -57,7 +63,9 @@ class RestAccess {
 
  private:
   bool HostAllowed(const std::string& host) const;
-  std::optional<HttpResponse> CheckSameOrigin(const HttpRequest& request);
+  // The 403 for a change a web page may have sent (another origin, or a form's Content-Type),
+  // counted and logged; nullopt to go on.
+  std::optional<HttpResponse> CheckCrossSite(const HttpRequest& request);
   bool CredentialsMatch(const std::string& authorization) const;
 
   const RestAuthSettings auth_;

@@ -342,9 +342,9 @@ HttpResponse RestApi::Metrics() const {
                relay_.connected() && relay_.producer_ready() && relay_.failure().ok() ? 1 : 0));
   m.PerLabel("walrelay_rest_requests_refused_total", "counter",
              "REST requests refused: a Host a loopback listener does not accept (host), a "
-             "change sent by a web page of another origin (cross_site), missing or wrong "
-             "credentials (unauthorized), a change on a non-loopback listener without "
-             "credentials configured (no_credentials).",
+             "change sent by a web page of another origin or with an HTML form's Content-Type "
+             "(cross_site), missing or wrong credentials (unauthorized), a change on a "
+             "non-loopback listener without credentials configured (no_credentials).",
              "reason", access_.refusals(), RestAccess::RefusalReasons());
   m.Single("walrelay_rest_accept_errors_total", "counter",
            "Failed accept() calls of the REST listener (e.g. out of file descriptors).",

@@ -1,9 +1,9 @@
 // Who may use the REST API, and how it is served: credentials for pause, resume and restart
 // (bearer token and basic auth, refused with 401 or, on a non-loopback listener without any,
 // 403), reads open to everyone, the Host check of a loopback listener, changes refused when a
-// browser sends them from another origin, the bound on concurrent connections, an https
-// listener, and an accept loop that neither spins nor stops when the process runs out of file
-// descriptors.
+// browser sends them from another origin or with an HTML form's Content-Type, the bound on
+// concurrent connections, an https listener, and an accept loop that neither spins nor stops
+// when the process runs out of file descriptors.
 // Relays run against real PostgreSQL and the mock Kafka cluster; the accept test runs an
 // HttpServer in this process.
 #include <dirent.h>
@@ -326,6 +326,71 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
   CHECK(relay->Running());
 }
 
+TEST_CASE("REST cross-site: a change with an HTML form's Content-Type is refused without Origin") {
+  RelayFixture fx;
+  // Loopback, no credentials, and no Origin or Sec-Fetch-Site: what an older browser sends
+  // when a page's form posts to the relay.
+  auto relay = fx.StartRelay(fx.WriteConfig("restform", {}));
+  const int port = RestPort(fx);
+  const std::string base = "/connectors/itest-restform";
+  auto reconnects = [&] {
+    return Metric(Http(port, "GET", "/metrics").body, "walrelay_reconnects_total");
+  };
+
+  // The three types a form sends without a preflight, in any case, with or without parameters.
+  const std::vector<std::pair<std::string, std::string>> form_types = {
+      {"application/x-www-form-urlencoded", "application/x-www-form-urlencoded"},
+      {"multipart/form-data; boundary=----WebKitFormBoundary7MA4YWxk", "multipart/form-data"},
+      {"text/plain", "text/plain"},
+      {"Text/Plain;charset=UTF-8", "text/plain"},
+      {" APPLICATION/X-WWW-FORM-URLENCODED ; charset=utf-8", "application/x-www-form-urlencoded"}};
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"POST", base + "/restart"},
+      {"POST", base + "/tasks/0/restart"},
+      {"PUT", base + "/pause"},
+      {"PUT", base + "/resume"}};
+  int refusals = 0;
+  for (const auto& [method, path] : changes) {
+    for (const auto& [content_type, media_type] : form_types) {
+      const Reply r = Http(port, method, path, {"Content-Type: " + content_type});
+      ++refusals;
+      CHECK_MESSAGE(r.status == 403, method << " " << path << " " << content_type);
+      CHECK_MESSAGE(r.body.find("{\"error_code\":403,\"message\":\"cross-site request refused "
+                                "(Content-Type '" +
+                                media_type + "' is what an HTML form") == 0,
+                    r.body);
+      CHECK(r.body.find("send them with no body, or with Content-Type: application/json") !=
+            std::string::npos);
+    }
+  }
+  CHECK(Refused(port, "cross_site") == refusals);
+  CHECK(Refused(port, "unauthorized") == 0);
+  // Nothing was restarted or paused.
+  CHECK(reconnects() == 0);
+  CHECK(Http(port, "GET", base + "/status").body.find("\"connector\":{\"state\":\"RUNNING\"") !=
+        std::string::npos);
+  const std::string log = devtools::ReadFile(fx.log_path());
+  CHECK_MESSAGE(log.find("refused 1 cross-site change request(s) since the last warning, last "
+                         "POST " +
+                         base +
+                         "/restart (Content-Type application/x-www-form-urlencoded, which an "
+                         "HTML form of any web page can send)") != std::string::npos,
+                log);
+
+  // Clients of the API send no body (curl -X POST) or JSON; neither is a form.
+  Reply r = Http(port, "PUT", base + "/pause", {"Content-Type: application/json"});
+  CHECK_MESSAGE(r.status == 202, r.head << r.body);
+  CHECK(Http(port, "GET", base + "/status").body.find("\"connector\":{\"state\":\"PAUSED\"") !=
+        std::string::npos);
+  r = Http(port, "PUT", base + "/resume", {"Content-Type: application/json; charset=utf-8"});
+  CHECK(r.status == 202);
+  r = Http(port, "POST", base + "/restart");
+  CHECK_MESSAGE(r.status == 204, r.head << r.body);
+  CHECK(Eventually([&] { return reconnects() == 1; }, std::chrono::seconds(20)));
+  CHECK(Refused(port, "cross_site") == refusals);
+  CHECK(relay->Running());
+}
+
 TEST_CASE("REST cross-site: refused before credentials, on a listener that is not loopback") {
   RelayFixture fx;
   // A browser replays basic credentials it remembers to any page's request: they prove nothing.
@@ -342,7 +407,11 @@ TEST_CASE("REST cross-site: refused before credentials, on a listener that is no
                     "listener's Host '127.0.0.1')") != std::string::npos);
   r = Http(port, "PUT", path, {basic, "Sec-Fetch-Site: cross-site"});
   CHECK(r.status == 403);
-  CHECK(Refused(port, "cross_site") == 2);
+  // A form's Content-Type is refused even with the right credentials: a browser may add them.
+  r = Http(port, "PUT", path, {basic, "Content-Type: text/plain"});
+  CHECK(r.status == 403);
+  CHECK(r.body.find("cross-site request refused (Content-Type 'text/plain'") != std::string::npos);
+  CHECK(Refused(port, "cross_site") == 3);
   CHECK(Refused(port, "unauthorized") == 0);
   // Behind a proxy that keeps the browser's Host, the page's own origin matches it.
   r = Http(port, "PUT", path, {basic, "Host: relay.example", "Origin: https://relay.example"});

@@ -7,6 +7,7 @@
 
 #include "config/connector_config.h"
 #include "config/relay_settings.h"
+#include "delivery/transactional_ids.h"
 
 using namespace walrelay;
 
@@ -458,6 +459,52 @@ TEST_CASE("exactly-once keys: defaults, a transactional.id from the name, bad va
   auto ignored = Settings(Minimal(R"(,"transactional.id":"x","transaction.boundary":"poll")"));
   REQUIRE(ignored.ok());
   CHECK_FALSE(ignored->exactly_once.enabled());
+}
+
+TEST_CASE("default transactional ids: no connector's second id is another connector's first") {
+  const std::string on = R"(,"exactly.once.support":"required","offsets.storage.topic":"offs")";
+  auto first_id = [&](const std::string& name) {
+    auto s = Settings(Minimal(on + R"(,"name":")" + name + "\""));
+    REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+    CHECK(s->kafka.at("transactional.id") == s->exactly_once.transactional_id);
+    return s->exactly_once.transactional_id;
+  };
+  // `orders`'s second id and `orders.1`'s first were both walrelay-orders.1 without the "%";
+  // names ending in "%" must stay apart from those that get one.
+  const std::vector<std::string> names = {"orders",    "orders.1",  "orders.1.1", "orders%",
+                                          "orders.1%", "orders%.1", "orders%%",   ".1",
+                                          "orders.10", "%"};
+  std::set<std::string> ids;
+  for (const auto& name : names) {
+    const std::string first = first_id(name);
+    CHECK_MESSAGE(ids.insert(first).second, name << ": " << first);
+    const std::string second = SecondTransactionalId(first);
+    CHECK_MESSAGE(ids.insert(second).second, name << ": " << second);
+  }
+  CHECK(ids.size() == 2 * names.size());
+  // A name that ends in neither ".1" nor "%" keeps its id: an active relay and a standby of
+  // the build before still fence each other.
+  CHECK(first_id("orders") == "walrelay-orders");
+  CHECK(first_id("orders.10") == "walrelay-orders.10");
+  CHECK(SecondTransactionalId(first_id("orders")) == "walrelay-orders.1");
+  CHECK(first_id("orders.1") == "walrelay-orders.1%");
+  CHECK(first_id("orders%") == "walrelay-orders%%");
+
+  // A configured id is used as it is, but one ending with the second producer's suffix would
+  // be the second id of the connector configured without it.
+  auto refused = Settings(Minimal(on + R"(,"transactional.id":"payments.1")"));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().code() == ErrorCode::kConfig);
+  CHECK_MESSAGE(refused.status().message().find("'transactional.id' is 'payments.1', which ends "
+                                                "with '.1'") != std::string::npos,
+                refused.status().message());
+  CHECK(refused.status().message().find("whose transactional.id is 'payments'") !=
+        std::string::npos);
+  auto accepted = Settings(Minimal(on + R"(,"transactional.id":"payments.1%")"));
+  REQUIRE_MESSAGE(accepted.ok(), accepted.status().ToString());
+  CHECK(accepted->exactly_once.transactional_id == "payments.1%");
+  // Without exactly.once.support the key is ignored, as before.
+  CHECK(Settings(Minimal(R"(,"transactional.id":"payments.1")")).ok());
 }
 
 TEST_CASE("several hosts: libpq's multi-host form, the first primary taken by default") {

@@ -6,25 +6,43 @@ Result<std::unique_ptr<KafkaOutput>> KafkaOutput::Create(boost::asio::io_context
                                                          const RelaySettings& settings,
                                                          KafkaProducer::DeliveryHandler handler,
                                                          KafkaProducer::FailureHandler on_failure) {
-  std::unique_ptr<KafkaOutput> output(new KafkaOutput());
-  std::vector<std::map<std::string, std::string>> properties{settings.kafka};
+  std::unique_ptr<KafkaOutput> output(new KafkaOutput(io));
+  output->properties_ = {settings.kafka};
   if (settings.exactly_once.enabled()) {
     // settings.kafka carries the first id already (config/relay_settings.cc).
     const std::string& id = settings.exactly_once.transactional_id;
     output->transactional_ids_ = {id, SecondTransactionalId(id)};
-    properties.push_back(settings.kafka);
-    properties.back()["transactional.id"] = output->transactional_ids_.back();
+    output->properties_.push_back(settings.kafka);
+    output->properties_.back()["transactional.id"] = output->transactional_ids_.back();
   } else {
     output->transactional_ids_ = {""};
   }
-  for (const auto& producer_properties : properties) {
-    auto producer = KafkaProducer::Create(producer_properties, handler, on_failure,
-                                          settings.ProvidedKafkaKeys());
-    if (!producer.ok()) return producer.status();
-    output->producers_.push_back(std::move(producer).value());
-    output->watches_.push_back(std::make_unique<KafkaEventWatch>(io, *output->producers_.back()));
-  }
+  output->handler_ = std::move(handler);
+  output->on_failure_ = std::move(on_failure);
+  output->hidden_value_keys_ = settings.ProvidedKafkaKeys();
+  WALRELAY_RETURN_IF_ERROR(output->MakeProducers());
   return output;
+}
+
+Status KafkaOutput::MakeProducers() {
+  for (const auto& producer_properties : properties_) {
+    auto producer =
+        KafkaProducer::Create(producer_properties, handler_, on_failure_, hidden_value_keys_);
+    if (!producer.ok()) return producer.status();
+    producers_.push_back(std::move(producer).value());
+    watches_.push_back(std::make_unique<KafkaEventWatch>(io_, *producers_.back()));
+    if (started_) WALRELAY_RETURN_IF_ERROR(watches_.back()->Start());
+  }
+  return Status::Ok();
+}
+
+Status KafkaOutput::Renew() {
+  for (const auto& watch : watches_) watch->Stop();
+  PurgeAll();
+  watches_.clear();
+  producers_.clear();
+  active_ = 0;
+  return MakeProducers();
 }
 
 int KafkaOutput::OutstandingMessages() const {
@@ -53,11 +71,13 @@ const Status& KafkaOutput::failure() const {
 }
 
 Status KafkaOutput::Start() {
+  started_ = true;
   for (const auto& watch : watches_) WALRELAY_RETURN_IF_ERROR(watch->Start());
   return Status::Ok();
 }
 
 void KafkaOutput::Stop() {
+  started_ = false;
   for (const auto& watch : watches_) watch->Stop();
 }
 

@@ -23,7 +23,9 @@
 
 #include <boost/asio.hpp>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,12 @@ class KafkaOutput final : public RecordSink {
   void Activate(size_t index) { active_ = index; }
   KafkaProducer& active() { return *producers_[active_]; }
 
+  // Replaces every producer (and its watch) with a new one made from the same properties:
+  // exactly once initialises a fresh producer at each takeover of the slot, as librdkafka
+  // initialises a producer's transactions only once, and another process may have fenced the
+  // old one meanwhile. Whatever the old producers still held is purged. Loop thread, between
+  // streams.
+  Status Renew();
   // Serves waiting delivery reports of every producer; returns how many were served.
   int Poll();
   void PurgeAll();
@@ -69,8 +77,16 @@ class KafkaOutput final : public RecordSink {
   void Stop();
 
  private:
-  KafkaOutput() = default;
+  explicit KafkaOutput(boost::asio::io_context& io) : io_(io) {}
+  // Makes the producers and their watches (started when the output is).
+  Status MakeProducers();
 
+  boost::asio::io_context& io_;
+  std::vector<std::map<std::string, std::string>> properties_;  // one per producer
+  KafkaProducer::DeliveryHandler handler_;
+  KafkaProducer::FailureHandler on_failure_;
+  std::set<std::string> hidden_value_keys_;
+  bool started_ = false;
   std::vector<std::unique_ptr<KafkaProducer>> producers_;
   std::vector<std::string> transactional_ids_;  // empty strings without transactions
   std::vector<std::unique_ptr<KafkaEventWatch>> watches_;

@@ -113,6 +113,15 @@ class RdKafkaTransactions final : public KafkaTransactions {
     }
     return TxnStatus::Ok();
   }
+  TxnStatus Renew() override {
+    FinishCommit();
+    commit_ = {};
+    Status renewed = output_.Renew();
+    open_.assign(output_.producer_count(), false);
+    current_ = SIZE_MAX;
+    if (renewed.ok()) return TxnStatus::Ok();
+    return TxnStatus{renewed, TxnErrorKind::kFatal, RD_KAFKA_RESP_ERR__FATAL};
+  }
 
  private:
   rd_kafka_t* rk(size_t index) const { return output_.producer(index).native_handle(); }

@@ -17,6 +17,10 @@
 //   Until it returned OK, the transaction is not committed.
 // - Abort(timeout): drops every transaction not committed: the open one, and one whose
 //   background commit failed (it waits for a running commit first).
+// - Renew(): replaces the producers with new ones, not initialised (it waits for a running
+//   commit first). librdkafka initialises a producer's transactions once: a producer that was
+//   fenced, failed half-way through Init, or may have been fenced by another process while
+//   this one did not hold the slot, is replaced and initialised again.
 // All on the relay's loop thread; at most one commit runs at a time, and a Begin() never lands
 // on the producer that is committing (the caller finishes a commit before starting the next).
 #pragma once
@@ -42,6 +46,7 @@ class KafkaTransactions {
   virtual bool CommitFinished() = 0;
   virtual TxnStatus FinishCommit() = 0;
   virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;
+  virtual TxnStatus Renew() = 0;
 };
 
 // Over the relay's transactional output (it must outlive the result): each Begin() moves to

@@ -15,6 +15,7 @@ class AcknowledgedOnly final : public DeliveryGuarantee {
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity&, bool) override {
     return std::optional<SourceOffset>();
   }
+  Result<StoredReread> SlotTaken(const SourceIdentity&) override { return StoredReread{}; }
   Status StreamStarts(const SourceIdentity&, Lsn, bool) override { return Status::Ok(); }
   Status BeforeRecord(size_t) override { return Status::Ok(); }
   void SourceBegan() override {}

@@ -38,6 +38,7 @@ class AtLeastOnce final : public DeliveryGuarantee {
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
+  Result<StoredReread> SlotTaken(const SourceIdentity&) override { return StoredReread{}; }
   Status StreamStarts(const SourceIdentity&, Lsn, bool) override { return Status::Ok(); }
   Status BeforeRecord(size_t) override { return Status::Ok(); }
   void SourceBegan() override {}

@@ -14,18 +14,23 @@
 // (delivery/offset_writer.h), exactly once commits it with each Kafka transaction. So every
 // process knows whether this connector streamed from the slot before, and up to where.
 //
-// Contract, in the order the relay calls it (all on the loop thread, except StoredPosition and
-// StreamStarts):
+// Contract, in the order the relay calls it (all on the loop thread, except StoredPosition,
+// SlotTaken and StreamStarts):
 // - StoredPosition(server, slot_missing): on the connector's worker thread, once the server is
 //   known and before the slot is created or streamed from: the position stored under this
 //   connector's key, whatever server and slot it names (the start decision,
 //   relay/start_decision.h, tells them apart), nullopt when none is (a first start) or when
 //   the guarantee did not need to look (at least once with the slot present: its start does
 //   not depend on it). An error fails the attempt; a kConnection one is retried.
-// - StreamStarts(server, start, own_position_stored): on the worker thread, before
-//   START_REPLICATION, once the start decision chose `start`; `own_position_stored` says
-//   whether this slot's position on this server is stored already. An error fails the
-//   attempt.
+// - SlotTaken(server): on the worker thread, once START_REPLICATION took the slot: what must
+//   wait until the slot is this process's (exactly once initialises its transactions, which
+//   fences every other producer of the connector), and the stored position read again when
+//   it may have changed since StoredPosition (the connector then starts again if it did).
+// - StreamStarts(server, start, own_position_stored): on the worker thread, after SlotTaken,
+//   with the start the decision chose; `own_position_stored` says whether this slot's
+//   position on this server is stored already. An error fails the attempt.
+// - SlotHeldElsewhere(): a connect attempt found the slot held by another process (this one
+//   waits as a standby). Exactly once replaces its producers: the holder fenced them.
 // - BeforeRecord(bytes) before every record handed to the producer (dead letters included).
 // - SourceBegan() / SourceCommitted(commit, all_sent) around each source transaction;
 //   `all_sent` is false while records wait for room in librdkafka's queue.
@@ -37,8 +42,8 @@
 // - Confirmed(position): the relay confirmed `position` to the slot.
 // - ForgetPosition(): the relay dropped the slot on purpose (slot.drop.on.stop): the next
 //   start is a first start.
-// - RecordRefused(reason): Kafka refused a record after it was sent (`reason` says how). OK: the
-// refusal is the
+// - RecordRefused(reason): Kafka refused a record after it was sent, or the producer refused
+//   it for a fatal error of its own (fenced); `reason` says how. OK: the refusal is the
 //   record's own, and errors.tolerance decides its fate; an error: the record's fate is tied
 //   to others' (its Kafka transaction cannot commit), and the relay stops or replays.
 // Errors: kConnection means "replay": the relay reconnects and streams again from what is
@@ -74,8 +79,10 @@ class DeliveryGuarantee {
 
   virtual Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                              bool slot_missing) = 0;
+  virtual Result<StoredReread> SlotTaken(const SourceIdentity& server) = 0;
   virtual Status StreamStarts(const SourceIdentity& server, Lsn start,
                               bool own_position_stored) = 0;
+  virtual void SlotHeldElsewhere() {}
   virtual Status BeforeRecord(size_t bytes) = 0;
   virtual void SourceBegan() = 0;
   virtual Status SourceCommitted(const TxnCommit& commit, bool all_sent) = 0;

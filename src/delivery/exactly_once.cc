@@ -32,7 +32,8 @@ Result<std::unique_ptr<DeliveryGuarantee>> MakeDeliveryGuarantee(const RelaySett
 }
 
 ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
-                         std::unique_ptr<KafkaTransactions> transactions, RelayCounters& counters)
+                         std::unique_ptr<KafkaTransactions> transactions, RelayCounters& counters,
+                         StoredReader read_stored)
     : txn_(std::move(transactions)),
       counters_(counters),
       transactional_id_(settings.exactly_once.transactional_id),
@@ -41,31 +42,24 @@ ExactlyOnce::ExactlyOnce(const RelaySettings& settings,
       storage_(settings.offsets),
       offsets_(ConsumerProperties(settings.kafka), settings.offsets.topic,
                SourceOffsetKey(settings.name, settings.topic_prefix)),
+      read_stored_(std::move(read_stored)),
       boundary_(settings.exactly_once.boundary) {}
 
 Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIdentity& server,
-                                                                bool) {
+                                                                bool slot_missing) {
   // Runs while the relay is not streaming: nothing is open (EndStream came first). What
   // librdkafka serves on this worker thread waits for the loop.
   KafkaProducer::DeferCallbacks on_loop_thread;
-  if (!initialised_) {
-    TxnStatus init = txn_->Init(kTransactionCallTimeout);
-    if (!init.ok()) {
-      if (init.kind == TxnErrorKind::kRetriable || init.kind == TxnErrorKind::kAbortable)
-        return Status::Connection(init.status.message());
-      return init.status;
-    }
-    initialised_ = true;
-    spdlog::info("exactly-once: initialised transactions for transactional.id '{}' and '{}{}', "
-                 "its two producers taking turns (any older producer with these ids is fenced)",
-                 transactional_id_, transactional_id_, KafkaOutput::kSecondIdSuffix);
+  if (initialised_) {
+    WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
+    WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   }
-  WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
-  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
-  // Back on the server this process streamed from: what it committed itself is the newest
-  // position (no other producer with its transactional.id can have committed since without
-  // fencing it), and is known even while a foreign transaction holds the topic's readers.
-  if (committed_.load() != 0 && server_ == server) {
+  // Back on the server this process streamed from, still initialised: what it committed
+  // itself is the newest position (no other process can have committed since without
+  // initialising the same transactional ids, which fences this one's producers and is found
+  // at their next call), and is known even while a foreign transaction holds the topic's
+  // readers.
+  if (own_current_ && server_ == server) {
     SourceOffset own;
     own.lsn = own.lsn_commit = Lsn(committed_.load());
     own.system_identifier = server.system_id;
@@ -73,6 +67,16 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
     own.slot = slot_;
     return std::optional<SourceOffset>(own);
   }
+  // Not initialised (a new process, a standby, new producers): a read now would wait out any
+  // transaction a dead process of this connector left open on the topic, which initialising
+  // aborts. With the slot present the read after it is taken decides (SlotTaken); whether a
+  // missing slot may be created cannot wait for that.
+  if (!initialised_ && !slot_missing) return std::optional<SourceOffset>();
+  return ReadStored();
+}
+
+Result<std::optional<SourceOffset>> ExactlyOnce::ReadStored() {
+  if (read_stored_) return read_stored_();
   auto partitions = offsets_.EnsureTopic(storage_.partitions, storage_.replication_factor,
                                          kTransactionCallTimeout);
   if (!partitions.ok()) {
@@ -90,6 +94,36 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   return stored;
 }
 
+Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity&) {
+  KafkaProducer::DeferCallbacks on_loop_thread;
+  if (initialised_) {
+    if (!txn_->NeedsRenewal()) return StoredReread{};
+    renew_needed_ = true;
+    return Status::Connection("exactly-once: the Kafka producers of transactional.id '" +
+                              transactional_id_ +
+                              "' were fenced by another process of this connector; they are "
+                              "replaced and initialised again before streaming");
+  }
+  TxnStatus init = txn_->Init(kTransactionCallTimeout);
+  if (!init.ok()) {
+    // One producer may be initialised and the other not: librdkafka initialises a producer
+    // once, so the next attempt starts from new ones.
+    renew_needed_ = true;
+    if (init.kind == TxnErrorKind::kRetriable || init.kind == TxnErrorKind::kAbortable)
+      return Status::Connection(init.status.message());
+    return init.status;
+  }
+  initialised_ = true;
+  spdlog::info("exactly-once: holding slot '{}', initialised transactions for transactional.id "
+               "'{}' and '{}', its two producers taking turns (any older producer with these "
+               "ids is fenced)",
+               slot_, transactional_id_, SecondTransactionalId(transactional_id_));
+  // Now that no other process can commit for this connector, what Kafka holds is final.
+  auto stored = ReadStored();
+  if (!stored.ok()) return stored.status();
+  return StoredReread{true, std::move(stored).value()};
+}
+
 Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
                                  bool own_position_stored) {
   KafkaProducer::DeferCallbacks on_loop_thread;
@@ -97,8 +131,9 @@ Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
   // On another server or timeline the position may have been capped (delivery/timeline.h):
   // what this process committed before is no floor there.
   committed_.store(start.value());
-  if (own_position_stored) return Status::Ok();
-  return RecordStart(start);
+  if (!own_position_stored) WALRELAY_RETURN_IF_ERROR(RecordStart(start));
+  own_current_ = true;
+  return Status::Ok();
 }
 
 Status ExactlyOnce::RecordStart(Lsn start) {
@@ -172,6 +207,14 @@ std::optional<DeliveryGuarantee::Clock::time_point> ExactlyOnce::TickDeadline() 
 }
 
 Status ExactlyOnce::EndStream(bool all_sent) {
+  Status ended = EndKafkaTransaction(all_sent);
+  if (renew_needed_ || (initialised_ && txn_->NeedsRenewal())) {
+    WALRELAY_RETURN_IF_ERROR(RenewProducers());
+  }
+  return ended;
+}
+
+Status ExactlyOnce::EndKafkaTransaction(bool all_sent) {
   const bool inside_source = std::exchange(source_open_, false);
   if (!kafka_open_) return SettleCommit(/*wait=*/true);
   if (!inside_source && last_included_ && all_sent) {
@@ -179,6 +222,30 @@ Status ExactlyOnce::EndStream(bool all_sent) {
     return SettleCommit(/*wait=*/true);
   }
   return Abort("the replication stream ended inside a source transaction");
+}
+
+void ExactlyOnce::SlotHeldElsewhere() {
+  // The process holding the slot initialised this connector's transactional ids when it took
+  // it, fencing these producers: new ones are initialised when this process takes it back.
+  if (initialised_ && !kafka_open_ && !pending_) {
+    Status renewed = RenewProducers();
+    if (!renewed.ok()) spdlog::warn("exactly-once: {}", renewed.message());
+  }
+}
+
+Status ExactlyOnce::RenewProducers() {
+  if (pending_) FinishPendingCommit();
+  TxnStatus renewed = txn_->Renew();
+  initialised_ = false;
+  renew_needed_ = false;
+  own_current_ = false;
+  abort_pending_ = false;  // initialising the ids again aborts what the old producers left open
+  kafka_open_ = false;
+  if (!renewed.ok()) return renewed.status.WithContext("replacing the Kafka producers");
+  spdlog::info("exactly-once: new Kafka producers for transactional.id '{}' and '{}'; they are "
+               "initialised once this relay holds slot '{}'",
+               transactional_id_, SecondTransactionalId(transactional_id_), slot_);
+  return Status::Ok();
 }
 
 Lsn ExactlyOnce::Confirmable(Lsn acknowledged) const {
@@ -298,6 +365,8 @@ Status ExactlyOnce::Abort(const std::string& why) {
                               "before streaming again from LSN " +
                               Lsn(committed_.load()).ToString());
   }
+  if (!aborted.ok() && aborted.kind == TxnErrorKind::kFenced)
+    return Fenced(aborted, "aborting the transaction (" + why + ")");
   if (!aborted.ok()) {
     Status failed = aborted.status;
     return Status(failed.code(), failed.message() + " (" + why + "); nothing after LSN " +
@@ -324,6 +393,7 @@ Status ExactlyOnce::FinishPendingAbort() {
 }
 
 Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operation) {
+  if (failure.kind == TxnErrorKind::kFenced) return Fenced(failure, operation);
   if (failure.kind == TxnErrorKind::kAbortable || failure.kind == TxnErrorKind::kRetriable) {
     WALRELAY_RETURN_IF_ERROR(Abort(operation + " failed: " + failure.status.message()));
     return Status::Connection("Kafka transaction aborted after " + operation +
@@ -333,6 +403,36 @@ Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operatio
   return Status(failure.status.code(), failure.status.message() + "; nothing after LSN " +
                                            Lsn(committed_.load()).ToString() +
                                            " is confirmed by this process");
+}
+
+Status ExactlyOnce::Fenced(const TxnStatus& failure, const std::string& operation) {
+  // The process that fenced this one aborted what these producers held open: nothing of it
+  // becomes visible, and nothing after the last commit is confirmed.
+  if (pending_) FinishPendingCommit();
+  DiscardRecords();
+  kafka_open_ = false;
+  last_included_.reset();
+  boundary_.Reset();
+  renew_needed_ = true;
+  own_current_ = false;
+  const auto now = Clock::now();
+  fencings_.push_back(now);
+  while (!fencings_.empty() && fencings_.front() < now - kFencingWindow) fencings_.pop_front();
+  const std::string committed = Lsn(committed_.load()).ToString();
+  if (fencings_.size() > kFencingsAllowed) {
+    return Status(ErrorCode::kKafkaFenced,
+                  failure.status.message() + " (" + operation + "); fenced " +
+                      std::to_string(fencings_.size()) + " times in " +
+                      std::to_string(kFencingWindow.count()) + " minutes while holding slot '" +
+                      slot_ + "': another connector may use the same transactional.id '" +
+                      transactional_id_ + "'. Nothing after LSN " + committed + " is confirmed");
+  }
+  spdlog::warn("exactly-once: {} ({}): another process of this connector initialised its "
+               "transactions after taking slot '{}' over. Nothing after LSN {} is confirmed; "
+               "this relay replaces its producers and connects again (as a standby while the "
+               "other holds the slot)",
+               failure.status.message(), operation, slot_, committed);
+  return Status::Connection("exactly-once: fenced while " + operation + "; connecting again");
 }
 
 }  // namespace walrelay

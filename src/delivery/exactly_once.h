@@ -7,14 +7,19 @@
 // LSN become confirmable to the slot, so read_committed consumers see every record once. The
 // transactional calls go through KafkaTransactions (delivery/kafka_transactions.h).
 //
-// - StoredPosition: the first call initialises transactions, which fences every older producer
-//   with the same transactional.id (a relay that was frozen cannot commit after a standby took
-//   over) and settles what it left open. Back on the server it streamed from, the process
-//   answers with what it committed itself; otherwise it creates the offsets topic if missing
-//   and reads the stored offset read_committed to the topic's real end (OffsetStore::ReadLast
-//   waits out transactions other producers hold open, bounded), whatever server and slot it
-//   names: the start decision (relay/start_decision.h) refuses another's, and starts past
-//   this slot's when Kafka committed more than the slot confirmed. Retriable Kafka errors are
+// - StoredPosition (before the slot is taken) reads nothing while the producers are not
+//   initialised and the slot exists: a read then would wait out any transaction a dead process
+//   of the connector left open on the topic. With the slot missing it reads the topic
+//   (creating it if missing) read_committed to its real end (OffsetStore::ReadLast waits out
+//   transactions other producers hold open, bounded), whatever server and slot the position
+//   names: the start decision (relay/start_decision.h) tells. Back on the server it streamed
+//   from, still initialised, the process answers with what it committed itself.
+// - SlotTaken (the slot is this process's) initialises transactions, fencing every older
+//   producer with the same ids and aborting what they left open, then reads the topic: now
+//   final, as no other process can commit for the connector. The connector starts again when
+//   that changes the verdict (another process committed, or Kafka is past the slot).
+//   Producers that may have been fenced (SlotHeldElsewhere, a fenced call, an Init that failed
+//   half-way) are replaced on the loop thread first (EndStream). Retriable Kafka errors are
 //   kConnection (the attempt is retried).
 // - StreamStarts records the decided start as what Kafka holds (confirmable from there), and
 //   when this slot's position is not stored yet (a first start, a slot created again) commits
@@ -45,6 +50,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,15 +71,25 @@ class ExactlyOnce final : public DeliveryGuarantee {
   static constexpr std::chrono::milliseconds kTransactionCallTimeout{30000};
   // How often Tick looks whether a background commit has ended.
   static constexpr std::chrono::milliseconds kCommitCheck{2};
+  // More fencings than this within kFencingWindow, each followed by taking the slot again,
+  // mean another connector uses the same transactional.id: the relay stops (exit 20).
+  static constexpr size_t kFencingsAllowed = 10;
+  static constexpr std::chrono::minutes kFencingWindow{10};
 
   // `transactions`: Kafka's transactional calls (MakeKafkaTransactions over the relay's
   // producer; a fake in unit tests).
+  // What the offsets topic holds under the connector's key (OffsetStore::ReadLast); a fake in
+  // unit tests.
+  using StoredReader = std::function<Result<std::optional<SourceOffset>>()>;
+
   ExactlyOnce(const RelaySettings& settings, std::unique_ptr<KafkaTransactions> transactions,
-              RelayCounters& counters);
+              RelayCounters& counters, StoredReader read_stored = {});
 
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
+  Result<StoredReread> SlotTaken(const SourceIdentity& server) override;
   Status StreamStarts(const SourceIdentity& server, Lsn start, bool own_position_stored) override;
+  void SlotHeldElsewhere() override;
   Status BeforeRecord(size_t bytes) override;
   void SourceBegan() override;
   Status SourceCommitted(const TxnCommit& commit, bool all_sent) override;
@@ -88,6 +105,16 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status RecordRefused(const std::string& reason) override;
 
  private:
+  // Creates the offsets topic if missing and reads the position stored under the key.
+  Result<std::optional<SourceOffset>> ReadStored();
+  // Commits or aborts what is open (EndStream without the producers' renewal).
+  Status EndKafkaTransaction(bool all_sent);
+  // New producers, not initialised (KafkaTransactions::Renew).
+  Status RenewProducers();
+  // Another process initialised the transactional ids: what was open is dropped, and the
+  // producers are replaced before the next stream; kConnection, or kKafkaFenced when it
+  // happens too often.
+  Status Fenced(const TxnStatus& failure, const std::string& operation);
   // Commits a transaction holding only the offset record at `start`: this connector streams
   // from the slot, and a later process that finds it missing must not create it unasked.
   Status RecordStart(Lsn start);
@@ -117,8 +144,16 @@ class ExactlyOnce final : public DeliveryGuarantee {
   const ExactlyOnceSettings options_;
   const OffsetStorageSettings storage_;
   OffsetStore offsets_;
+  StoredReader read_stored_;  // empty: offsets_
   TransactionBoundary boundary_;
   bool initialised_ = false;
+  // The producers must be replaced before they are initialised again (fenced, or an Init that
+  // failed half-way). Set on either thread between streams, read on the loop.
+  bool renew_needed_ = false;
+  // committed_ is the newest position Kafka holds for this slot on server_: this process
+  // initialised the transactional ids and started a stream since.
+  bool own_current_ = false;
+  std::deque<Clock::time_point> fencings_;  // within kFencingWindow
   int32_t offsets_partitions_ = 1;
   SourceIdentity server_;
   bool kafka_open_ = false;

@@ -11,6 +11,9 @@ namespace {
 
 int TimeoutMs(std::chrono::milliseconds timeout) { return static_cast<int>(timeout.count()); }
 
+// How long the offset record waits for room in a full librdkafka queue.
+constexpr std::chrono::seconds kRoomWait{30};
+
 // Commits `rk`'s open transaction, retrying retriable errors until `timeout` has passed. On a
 // thread of its own: librdkafka's commit polls the producer, and the callbacks that polling
 // serves wait for the loop thread (KafkaProducer::DeferCallbacks).
@@ -61,17 +64,32 @@ class RdKafkaTransactions final : public KafkaTransactions {
   TxnStatus SendOffset(const Record& record) override {
     rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
     Status sent = output_.active().Produce(record, KafkaProducer::kNoReport, &code);
+    // A full queue empties as Kafka acknowledges the transaction's records: wait for room
+    // (their reports wait for the loop), as the commit would wait for them anyway.
+    const auto give_up = std::chrono::steady_clock::now() + kRoomWait;
+    while (code == RD_KAFKA_RESP_ERR__QUEUE_FULL && std::chrono::steady_clock::now() < give_up) {
+      KafkaProducer::DeferCallbacks on_next_poll;
+      rd_kafka_poll(rk(current_), 10);
+      code = RD_KAFKA_RESP_ERR_NO_ERROR;
+      sent = output_.active().Produce(record, KafkaProducer::kNoReport, &code);
+    }
     if (sent.ok()) return TxnStatus::Ok();
     // Missing from the transaction, the offset record makes it uncommittable: abort, unless
-    // the producer itself is gone.
-    return TxnStatus{
-        sent, code == RD_KAFKA_RESP_ERR__FATAL ? TxnErrorKind::kFatal : TxnErrorKind::kAbortable,
-        code};
+    // the producer itself is gone (fenced, when its fatal error says so).
+    if (code != RD_KAFKA_RESP_ERR__FATAL) return TxnStatus{sent, TxnErrorKind::kAbortable, code};
+    const rd_kafka_resp_err_t cause = rd_kafka_fatal_error(rk(current_), nullptr, 0);
+    if (cause == RD_KAFKA_RESP_ERR__FENCED || cause == RD_KAFKA_RESP_ERR_PRODUCER_FENCED)
+      return TxnStatus{Status(ErrorCode::kKafkaFenced, sent.message()), TxnErrorKind::kFenced,
+                       cause};
+    return TxnStatus{sent, TxnErrorKind::kFatal, code};
   }
   TxnStatus StartCommit(std::chrono::milliseconds timeout, const std::string& operation) override {
     if (TxnStatus previous = FinishCommit(); !previous.ok()) return previous;
     // Every record acknowledged before the next transaction's records leave on the other
-    // producer: none of those can overtake one of these in a partition.
+    // producer: none of those can overtake one of these in a partition. Their reports wait for
+    // the loop's next poll: served here, a refusal would end the stream in the middle of the
+    // caller's handling of a message.
+    KafkaProducer::DeferCallbacks on_next_poll;
     if (rd_kafka_resp_err_t flushed = rd_kafka_flush(rk(current_), TimeoutMs(timeout))) {
       return TxnStatus{
           Status::Kafka(operation + " (transactional.id '" + output_.transactional_id(current_) +
@@ -112,6 +130,12 @@ class RdKafkaTransactions final : public KafkaTransactions {
       open_[i] = false;
     }
     return TxnStatus::Ok();
+  }
+  bool NeedsRenewal() override {
+    for (size_t i = 0; i < output_.producer_count(); ++i) {
+      if (rd_kafka_fatal_error(rk(i), nullptr, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) return true;
+    }
+    return false;
   }
   TxnStatus Renew() override {
     FinishCommit();

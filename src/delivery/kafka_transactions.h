@@ -7,11 +7,12 @@
 // - Init(timeout): registers the transactional ids, fencing older producers with them.
 // - Begin(): opens a transaction; every record produced until Commit/Abort belongs to it.
 // - SendOffset(record): produces the offset record into the open transaction, without a
-//   delivery report for the pipeline (the commit is its acknowledgement).
+//   delivery report for the pipeline (the commit is its acknowledgement); in a full queue it
+//   waits for room (up to 30 s) rather than fail the transaction.
 // - StartCommit(timeout, operation): waits, on the calling thread, until Kafka acknowledged
-//   every record of the open transaction (their delivery reports are served there), then
-//   commits it in the background; the next Begin() may follow at once. Retriable errors are
-//   retried within `timeout`.
+//   every record of the open transaction (their delivery reports wait for the producer's next
+//   Poll(), never nested in the caller), then commits it in the background; the next Begin()
+//   may follow at once. Retriable errors are retried within `timeout`.
 // - CommitFinished(): true when no background commit is running or it has ended.
 // - FinishCommit(): waits for the background commit and returns its outcome (OK without one).
 //   Until it returned OK, the transaction is not committed.
@@ -47,6 +48,8 @@ class KafkaTransactions {
   virtual TxnStatus FinishCommit() = 0;
   virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;
   virtual TxnStatus Renew() = 0;
+  // True when a producer reports a fatal error (fenced): it can only be renewed.
+  virtual bool NeedsRenewal() = 0;
 };
 
 // Over the relay's transactional output (it must outlive the result): each Begin() moves to

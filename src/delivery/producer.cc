@@ -65,8 +65,8 @@ std::optional<Status> ClassifyProducerError(rd_kafka_t* rk, rd_kafka_resp_err_t 
     if (cause == RD_KAFKA_RESP_ERR__FENCED || cause == RD_KAFKA_RESP_ERR_PRODUCER_FENCED) {
       return Status(ErrorCode::kKafkaFenced,
                     std::string("fenced: another process initialised this relay's Kafka "
-                                "transactional.id (a standby that took over the slot); this one "
-                                "commits nothing more and stops (") +
+                                "transactional.id (a standby that took over the slot); nothing "
+                                "more commits through this producer (") +
                         cause_text + ")");
     }
     return Status::Kafka(std::string("librdkafka fatal error ") + rd_kafka_err2name(cause) + ": " +
@@ -366,8 +366,10 @@ void KafkaProducer::OnError(rd_kafka_t* rk, int err, const char* reason, void* o
   }
 }
 
-KafkaProducer::DeferCallbacks::DeferCallbacks() { deferring_callbacks = true; }
-KafkaProducer::DeferCallbacks::~DeferCallbacks() { deferring_callbacks = false; }
+KafkaProducer::DeferCallbacks::DeferCallbacks() : outer_(deferring_callbacks) {
+  deferring_callbacks = true;
+}
+KafkaProducer::DeferCallbacks::~DeferCallbacks() { deferring_callbacks = outer_; }
 
 void KafkaProducer::Defer(Deferred callback) {
   {

@@ -25,9 +25,12 @@
 // connection reset) are only logged, as librdkafka retries them itself.
 //
 // A blocking librdkafka call made on another thread (a transaction's commit, which polls:
-// delivery/kafka_transactions.cc) runs inside a DeferCallbacks scope: the reports and errors it
-// would serve there are kept, the loop is woken through event_fd(), and its next Poll() serves
-// them in order, so handlers still run on the producer's own thread only.
+// delivery/kafka_transactions.cc), or made on the loop thread in the middle of handling a
+// message (the flush before a commit, waiting for room for the offset record), runs inside a
+// DeferCallbacks scope: the reports and errors it would serve there are kept, the loop is
+// woken through event_fd(), and its next Poll() serves them in order, so handlers still run on
+// the producer's own thread only, and never nested inside the relay's own handling (a refused
+// report that ends the stream must not close the connection whose message is being handled).
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -102,13 +105,17 @@ class KafkaProducer final : public RecordSink {
   rd_kafka_t* native_handle() const { return rk_.get(); }
 
   // While one lives on a thread, every producer's callbacks served on that thread are kept for
-  // the next Poll() (see above). Not nestable across producers' own threads.
+  // the next Poll() (see above). Scopes nest on one thread (the outermost one ends the
+  // deferral); not across producers' own threads.
   class DeferCallbacks {
    public:
     DeferCallbacks();
     ~DeferCallbacks();
     DeferCallbacks(const DeferCallbacks&) = delete;
     DeferCallbacks& operator=(const DeferCallbacks&) = delete;
+
+   private:
+    const bool outer_;  // whether a scope around this one defers already
   };
 
  private:

@@ -309,9 +309,10 @@ Status RecordPipeline::OnRefused(Dispatcher::Refusal& refusal) {
     dispatcher_.Fail(refusal.ticket, refusal.error.message());
     return refusal.error.WithContext("dead-letter topic '" + settings_.dead_letter_topic + "'");
   }
-  if (refusal.sent) {
-    // Its Kafka transaction may not commit any more: then the stream is replayed from the last
-    // commit, the record with it, as after a lost connection.
+  if (refusal.sent || refusal.code == RD_KAFKA_RESP_ERR__FATAL) {
+    // Its Kafka transaction may not commit any more (or the producer is gone: fenced): then
+    // the stream is replayed from the last commit, the record with it, as after a lost
+    // connection.
     if (Status fate = guarantee_->RecordRefused(refusal.error.message()); !fate.ok()) {
       dispatcher_.Settle(refusal.ticket);
       return fate;

@@ -47,6 +47,13 @@ struct SourceOffset {
   friend bool operator==(const SourceOffset&, const SourceOffset&) = default;
 };
 
+// The stored position as read again once the slot was taken (DeliveryGuarantee::SlotTaken):
+// `read` false when it was not read again (nothing can have changed it).
+struct StoredReread {
+  bool read = false;
+  std::optional<SourceOffset> stored;
+};
+
 // Connect's offsets-topic key for this connector and `topic.prefix`.
 std::string SourceOffsetKey(const std::string& connector_name, const std::string& topic_prefix);
 std::string SerializeSourceOffset(const SourceOffset& offset);

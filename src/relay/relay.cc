@@ -29,16 +29,22 @@ Result<std::unique_ptr<Relay>> Relay::Create(RelaySettings settings, boost::asio
 Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
     : settings_(std::move(settings)),
       io_(io),
-      connector_(
-          settings_,
-          [this](int server_version) { return decoder_->StartReplicationOptions(server_version); },
-          [this](const SourceIdentity& server, bool slot_missing) {
-            return pipeline_->guarantee().StoredPosition(server, slot_missing);
-          },
-          [this](const SourceIdentity& server, Lsn start, bool own_position_stored) {
-            return pipeline_->guarantee().StreamStarts(server, start, own_position_stored);
-          },
-          io),
+      connector_(settings_,
+                 SourceConnector::Hooks{
+                     [this](int server_version) {
+                       return decoder_->StartReplicationOptions(server_version);
+                     },
+                     [this](const SourceIdentity& server, bool slot_missing) {
+                       return pipeline_->guarantee().StoredPosition(server, slot_missing);
+                     },
+                     [this](const SourceIdentity& server) {
+                       return pipeline_->guarantee().SlotTaken(server);
+                     },
+                     [this](const SourceIdentity& server, Lsn start, bool own_position_stored) {
+                       return pipeline_->guarantee().StreamStarts(server, start,
+                                                                  own_position_stored);
+                     }},
+                 io),
       pg_socket_(io),
       status_timer_(io),
       shutdown_timer_(io),
@@ -161,6 +167,7 @@ void Relay::ConnectFailed(const Status& st) {
   CloseConnection();
   connection_error_ = st.message();
   if (st.code() == ErrorCode::kSlotInUse) {
+    pipeline_->guarantee().SlotHeldElsewhere();
     if (before != RelayState::kStandby) {
       spdlog::info("standby: {}; checking again every {} ms (slot.retry.delay.ms) and taking over "
                    "when it is released",
@@ -464,6 +471,13 @@ void Relay::RecordFailure(Status status) {
 }
 
 void Relay::OnProducerFailure(const Status& failure) {
+  if (failure.code() == ErrorCode::kKafkaFenced && settings_.exactly_once.enabled()) {
+    // Another process of this connector took the slot and initialised the transactional ids:
+    // the guarantee drops what was open and renews the producers before the next stream
+    // (delivery/exactly_once.h), and this relay waits as a standby while the other streams.
+    return boost::asio::post(
+        io_, [this, failure] { OnPipelineFailure(Status::Connection(failure.message())); });
+  }
   // Recorded at once: the delivery reports served next in the same poll (records failed or
   // purged because of this failure) must not replace it as the reason the relay stops.
   RecordFailure(Status(failure.code(), failure.message() + SlotStaysConfirmed()));

@@ -18,14 +18,9 @@ constexpr auto kOwnWalsenderStep = std::chrono::milliseconds(100);
 
 }  // namespace
 
-SourceConnector::SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                                 StoredPosition stored_position, StreamStarts stream_starts,
+SourceConnector::SourceConnector(const RelaySettings& settings, Hooks hooks,
                                  boost::asio::io_context& io)
-    : settings_(settings),
-      start_options_(std::move(start_options)),
-      stored_position_(std::move(stored_position)),
-      stream_starts_(std::move(stream_starts)),
-      io_(io) {}
+    : settings_(settings), hooks_(std::move(hooks)), io_(io) {}
 
 SourceConnector::~SourceConnector() { Cancel(); }
 
@@ -82,6 +77,27 @@ Status SourceConnector::PlaceOnServerTimeline(ReplicationConnection& conn,
   return Status::Ok();
 }
 
+Result<StartVerdict> SourceConnector::VerdictStands(StartFacts facts,
+                                                    const std::optional<SourceOffset>& stored,
+                                                    const StartVerdict& verdict) const {
+  const Status again = Status::Connection(
+      "offsets topic '" + settings_.offsets.topic + "' holds " +
+      (stored ? "LSN " + stored->lsn_commit.ToString() + " of slot '" + stored->slot + "'"
+              : std::string("no position")) +
+      " for this connector now that slot '" + settings_.slot_name +
+      "' is taken, which changes where the stream starts; connecting again to start there");
+  // A slot this attempt created has nothing of its own stored past its start; a position that
+  // must first be placed on the server's timelines is placed by the next attempt.
+  if (verdict.action != StartVerdict::Action::kStream) return again;
+  if (stored && IsOwnPosition(*stored, facts.server, facts.slot_name) && stored->timeline != 0 &&
+      static_cast<int>(stored->timeline) != facts.server.timeline)
+    return again;
+  facts.stored = stored;
+  const StartVerdict now = DecideStart(facts);
+  if (now.action != StartVerdict::Action::kStream || now.start != verdict.start) return again;
+  return now;
+}
+
 Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
                                                const std::atomic<bool>& cancel) {
   auto conn = ReplicationConnection::Connect(settings_, &cancel);
@@ -102,6 +118,7 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   SourceSession session;
   session.identity = {report.server.system_id, report.server.timeline};
   StartFacts facts;
+  std::optional<SourceOffset> stored_as_read;  // before its placement on the timeline
   facts.mode =
       settings_.exactly_once.enabled() ? DeliveryMode::kExactlyOnce : DeliveryMode::kAtLeastOnce;
   facts.slot_name = settings_.slot_name;
@@ -113,15 +130,16 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   facts.last_confirmed = plan.last_confirmed;
   facts.slot_create = settings_.slot_create;
   facts.recreate_when_missing = settings_.slot_recreate_when_missing;
-  if (stored_position_) {
-    auto stored = stored_position_(session.identity, !report.slot.exists);
+  if (hooks_.stored_position) {
+    auto stored = hooks_.stored_position(session.identity, !report.slot.exists);
     if (!stored.ok()) return stored.status();
     facts.stored = std::move(stored).value();
+    stored_as_read = facts.stored;
     // Only this server's positions have a place on its timelines.
     if (facts.stored && IsOwnPosition(*facts.stored, facts.server, facts.slot_name))
       WALRELAY_RETURN_IF_ERROR(PlaceOnServerTimeline(*conn, session.identity, *facts.stored));
   }
-  const StartVerdict verdict = DecideStart(facts);
+  StartVerdict verdict = DecideStart(facts);
   if (verdict.action == StartVerdict::Action::kStop) return verdict.stop;
   if (!verdict.warning.empty()) spdlog::warn("{}", verdict.warning);
   // For the pipeline's messages: this slot's last stored position, even when the slot is new.
@@ -160,12 +178,24 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
   auto catalog = ReadCatalogSnapshot(*conn, settings_);
   if (!catalog.ok()) return catalog.status();
   session.catalog = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
-  if (stream_starts_) {
-    WALRELAY_RETURN_IF_ERROR(
-        stream_starts_(session.identity, session.start_position, verdict.own_position_stored));
+  WALRELAY_RETURN_IF_ERROR(
+      conn->StartReplication(settings_.slot_name, session.start_position,
+                             hooks_.start_options(report.server.server_version)));
+  if (hooks_.slot_taken) {
+    auto now = hooks_.slot_taken(session.identity);
+    if (!now.ok()) return now.status();
+    if (now->read && now->stored != stored_as_read) {
+      auto stands = VerdictStands(facts, now->stored, verdict);
+      if (!stands.ok()) return stands.status();
+      verdict = *stands;
+      if (now->stored && IsOwnPosition(*now->stored, facts.server, facts.slot_name))
+        session.stored = now->stored;
+    }
   }
-  WALRELAY_RETURN_IF_ERROR(conn->StartReplication(settings_.slot_name, session.start_position,
-                                                  start_options_(report.server.server_version)));
+  if (hooks_.stream_starts) {
+    WALRELAY_RETURN_IF_ERROR(hooks_.stream_starts(session.identity, session.start_position,
+                                                  verdict.own_position_stored));
+  }
   conn->ForgetCancelFlag();
   session.connection.emplace(std::move(conn).value());
   return session;

@@ -26,8 +26,13 @@
 // attempt (kOffsetMismatch).
 //
 // START_REPLICATION names the decided start (the slot's position, or past it where exactly
-// once skips what Kafka committed); the StreamStarts hook is told it first, on the worker
-// thread. PostgreSQL streams only the transactions that commit after that LSN.
+// once skips what Kafka committed). PostgreSQL streams only the transactions that commit after
+// that LSN. Only then, with the slot this attempt's, the SlotTaken hook runs: a standby never
+// initialises Kafka transactions (fencing the producers of the process that streams) merely
+// because it saw the slot free for a moment. When the hook finds a stored position that
+// changes the verdict (another process of this connector committed meanwhile), the attempt
+// fails with kConnection and the next one starts where Kafka says. Then the StreamStarts hook
+// is told the start.
 //
 // A slot held by the walsender of this relay's own previous connection (after Restart()) is
 // asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
@@ -52,6 +57,7 @@
 #include "delivery/source_offsets.h"
 #include "pg/replication_connection.h"
 #include "pg/source_catalog.h"
+#include "relay/start_decision.h"
 
 namespace walrelay {
 
@@ -91,13 +97,22 @@ class SourceConnector {
   // attempt.
   using StoredPosition = std::function<Result<std::optional<SourceOffset>>(
       const SourceIdentity& server, bool slot_missing)>;
+  // The slot is this attempt's (START_REPLICATION succeeded): what needs the slot first is
+  // done (exactly once initialises its transactions, fencing older producers), and the
+  // stored position is read again when it may have changed since StoredPosition. Called on
+  // the worker thread. An error fails the attempt.
+  using SlotTaken = std::function<Result<StoredReread>(const SourceIdentity& server)>;
   // The stream starts at `start` (`own_position_stored`: this slot's position is stored
-  // already); called on the worker thread before START_REPLICATION. An error fails the attempt.
+  // already); called on the worker thread once the slot is taken. An error fails the attempt.
   using StreamStarts =
       std::function<Status(const SourceIdentity& server, Lsn start, bool own_position_stored)>;
-  SourceConnector(const RelaySettings& settings, StartOptions start_options,
-                  StoredPosition stored_position, StreamStarts stream_starts,
-                  boost::asio::io_context& io);
+  struct Hooks {
+    StartOptions start_options;
+    StoredPosition stored_position;  // optional
+    SlotTaken slot_taken;            // optional
+    StreamStarts stream_starts;      // optional
+  };
+  SourceConnector(const RelaySettings& settings, Hooks hooks, boost::asio::io_context& io);
   ~SourceConnector();
   SourceConnector(const SourceConnector&) = delete;
   SourceConnector& operator=(const SourceConnector&) = delete;
@@ -109,14 +124,16 @@ class SourceConnector {
  private:
   // Runs on the worker thread.
   Result<SourceSession> Attempt(const ConnectPlan& plan, const std::atomic<bool>& cancel);
+  // The verdict with `stored`, what the offsets topic holds once the slot is taken, when it
+  // streams from the same start; kConnection (start again) otherwise.
+  Result<StartVerdict> VerdictStands(StartFacts facts, const std::optional<SourceOffset>& stored,
+                                     const StartVerdict& verdict) const;
   // Places a position stored on another timeline on the server's history.
   Status PlaceOnServerTimeline(ReplicationConnection& conn, const SourceIdentity& server,
                                SourceOffset& stored) const;
 
   RelaySettings settings_;
-  StartOptions start_options_;
-  StoredPosition stored_position_;
-  StreamStarts stream_starts_;
+  Hooks hooks_;
   boost::asio::io_context& io_;
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.

@@ -51,7 +51,10 @@ struct Harness {
       CHECK_FALSE(inside_source);
       CHECK_FALSE(pipeline->holding());
     };
-    auto guarantee = std::make_unique<ExactlyOnce>(settings, std::move(fake), counters);
+    auto guarantee = std::make_unique<ExactlyOnce>(settings, std::move(fake), counters, [this] {
+      ++stored_reads;
+      return Result<std::optional<SourceOffset>>(stored);
+    });
     eos = guarantee.get();
     auto made = RecordPipeline::Create(settings, sink, std::move(guarantee), counters,
                                        [this](Status failure) { failures.push_back(failure); });
@@ -94,6 +97,9 @@ struct Harness {
 
   RelaySettings settings;
   RelayCounters counters;
+  // What the offsets topic holds under the connector's key, and how often it was read.
+  std::optional<SourceOffset> stored;
+  int stored_reads = 0;
   FakeSink sink;
   FakeTransactions* txn = nullptr;
   ExactlyOnce* eos = nullptr;
@@ -318,20 +324,49 @@ TEST_CASE("exactly once: a background commit that fails takes the transaction af
   CHECK(h.eos->Confirmable(L(900)) == L(200));
 }
 
-TEST_CASE("exactly once: a fenced commit stops the relay and confirms nothing more") {
+TEST_CASE("exactly once: a fenced commit drops the transaction, confirms nothing more, and "
+          "replaces the producers before the next stream") {
   Harness h;
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
   REQUIRE(h.pipeline->Tick().ok());
   h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
   REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
+  // Another process of the connector took the slot over: this one connects again (kConnection)
+  // and waits as a standby while the other holds the slot.
   Status failed = h.pipeline->Tick();
-  CHECK(failed.code() == ErrorCode::kKafkaFenced);
-  CHECK(failed.message().find("nothing after LSN " + L(200).ToString()) != std::string::npos);
+  CHECK(failed.code() == ErrorCode::kConnection);
+  CHECK(failed.message().find("fenced") != std::string::npos);
   CHECK(h.txn->aborts == 0);  // another process owns the transactional.id now
-  REQUIRE(h.AckAll().ok());
-  CHECK(h.pipeline->Confirmable() == L(200));
+  CHECK(h.pipeline->inflight_records() == 0);
   CHECK(h.eos->Confirmable(L(900)) == L(200));
+  CHECK(h.txn->renewals == 0);  // on the loop, before the next attempt
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->renewals == 1);
+  // The next takeover initialises new producers and reads the topic again, instead of
+  // trusting what this process committed.
+  const int reads = h.stored_reads;
+  auto taken = h.eos->SlotTaken(kServer);
+  REQUIRE(taken.ok());
+  CHECK(taken->read);
+  CHECK(h.stored_reads == reads + 1);
+}
+
+TEST_CASE("exactly once: fencings again and again mean a shared transactional.id: the relay "
+          "stops") {
+  Harness h;
+  Status last;
+  for (size_t i = 0; i <= ExactlyOnce::kFencingsAllowed; ++i) {
+    h.Start(L(100));
+    h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+    REQUIRE(h.Transaction(static_cast<uint32_t>(i + 1), L(110), 1, L(200)).ok());
+    last = h.pipeline->Tick();
+    if (i < ExactlyOnce::kFencingsAllowed) CHECK(last.code() == ErrorCode::kConnection);
+    REQUIRE(h.pipeline->EndStream().ok());
+  }
+  CHECK(last.code() == ErrorCode::kKafkaFenced);
+  CHECK(last.message().find("another connector may use the same transactional.id") !=
+        std::string::npos);
 }
 
 TEST_CASE("exactly once: a stream that ends between source transactions commits, inside one "
@@ -389,22 +424,67 @@ TEST_CASE("exactly once: the decided start is what Kafka holds; a stream whose s
   CHECK(fenced.message().find("recording the stream's start") != std::string::npos);
 }
 
-TEST_CASE("exactly once: initialising transactions fences once; back on the same server the "
-          "process answers with what it committed") {
+TEST_CASE("exactly once: transactions are initialised only once the slot is taken, again only "
+          "with new producers; a process that still holds them answers with what it committed") {
   Harness h;
+  h.stored = SourceOffset{};
+  h.stored->lsn = h.stored->lsn_commit = L(100);
+  h.stored->system_identifier = kServer.system_id;
+  h.stored->timeline = 1;
+  h.stored->slot = "orders_slot";
+  // Before the slot is taken, never initialised (a standby fences nobody): with the slot
+  // present nothing is read (a dead process's open transaction would hold the read up until
+  // Init aborts it); a missing slot needs the answer before it may be created.
+  auto before = h.eos->StoredPosition(kServer, false);
+  REQUIRE(before.ok());
+  CHECK_FALSE(before->has_value());
+  CHECK(h.stored_reads == 0);
+  auto missing = h.eos->StoredPosition(kServer, true);
+  REQUIRE(missing.ok());
+  CHECK(*missing == h.stored);
+  CHECK(h.stored_reads == 1);
+  CHECK(h.txn->inits == 0);
+  // An Init that fails half-way: retried with new producers (librdkafka initialises once).
   h.txn->init_answers.push_back(Error(TxnErrorKind::kRetriable, RD_KAFKA_RESP_ERR__TIMED_OUT));
-  auto stored = h.eos->StoredPosition(kServer, false);
-  CHECK(stored.status().code() == ErrorCode::kConnection);  // retried by the next attempt
+  CHECK(h.eos->SlotTaken(kServer).status().code() == ErrorCode::kConnection);
+  REQUIRE(h.pipeline->EndStream().ok());  // the loop, before the next attempt
+  CHECK(h.txn->renewals == 1);
+  // With the slot taken: initialised, and the topic read again, now final.
+  auto taken = h.eos->SlotTaken(kServer);
+  REQUIRE(taken.ok());
+  CHECK(h.txn->inits == 2);
+  CHECK(taken->read);
+  CHECK(taken->stored == h.stored);
   h.Start(L(100));
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
-  stored = h.eos->StoredPosition(kServer, false);
-  REQUIRE(stored.ok());
-  REQUIRE(stored->has_value());
-  CHECK((*stored)->lsn_commit == L(200));
-  CHECK(h.txn->inits == 2);
+  // A reconnect while it still holds its producers: what it committed, without reading.
+  const int reads = h.stored_reads;
+  auto own = h.eos->StoredPosition(kServer, false);
+  REQUIRE(own.ok());
+  REQUIRE(own->has_value());
+  CHECK((*own)->lsn_commit == L(200));
+  CHECK(h.stored_reads == reads);
+  auto again = h.eos->SlotTaken(kServer);
+  REQUIRE(again.ok());
+  CHECK_FALSE(again->read);
+  CHECK(h.txn->inits == 2);  // still initialised
+  // Another process held the slot meanwhile: it fenced these producers. New ones, initialised
+  // again when this process takes the slot back, after reading the topic again.
+  h.eos->SlotHeldElsewhere();
+  CHECK(h.txn->renewals == 2);
   REQUIRE(h.eos->StoredPosition(kServer, false).ok());
-  CHECK(h.txn->inits == 2);  // once initialised, never again
+  CHECK(h.stored_reads == reads);
+  auto back = h.eos->SlotTaken(kServer);
+  REQUIRE(back.ok());
+  CHECK(back->read);
+  CHECK(h.stored_reads == reads + 1);
+  CHECK(h.txn->inits == 3);
+  // Producers found fenced while this process did not hold the slot: replaced first.
+  h.txn->fenced = true;
+  CHECK(h.eos->SlotTaken(kServer).status().code() == ErrorCode::kConnection);
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->renewals == 3);
   Harness fenced;
   fenced.txn->init_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
-  CHECK(fenced.eos->StoredPosition(kServer, false).status().code() == ErrorCode::kKafkaFenced);
+  CHECK(fenced.eos->SlotTaken(kServer).status().code() == ErrorCode::kKafkaFenced);
 }

@@ -76,7 +76,9 @@ class FakeTransactions final : public KafkaTransactions {
     ++aborts;
     return TxnStatus::Ok();
   }
+  bool NeedsRenewal() override { return fenced; }
   TxnStatus Renew() override {
+    fenced = false;
     CHECK_FALSE(committing);
     open = false;
     failed_open = false;
@@ -97,6 +99,7 @@ class FakeTransactions final : public KafkaTransactions {
   bool committing = false;   // started, not finished
   bool finished = true;      // what CommitFinished() says while committing
   bool failed_open = false;  // a commit failed and its transaction awaits Abort
+  bool fenced = false;       // what NeedsRenewal() says (Renew() clears it)
   int inits = 0, begins = 0, commits = 0, commit_calls = 0, aborts = 0, renewals = 0;
   std::vector<Record> offsets;
   std::vector<std::string> commit_operations;

@@ -158,7 +158,10 @@ TEST_CASE("exactly once: each Kafka transaction goes to the other of two produce
     REQUIRE(out.Produce(MakeRecord("turns", "committed-" + std::to_string(i)), i).ok());
     TxnStatus started = transactions->StartCommit(10s, "committing");
     REQUIRE_MESSAGE(started.ok(), started.status.ToString());
-    // Its record was acknowledged first, the report served on the caller's thread.
+    // Its record was acknowledged first; the report waits for the next Poll(), on the
+    // caller's thread but never nested in the call that commits.
+    CHECK(acked.size() == i);
+    CHECK(out.Poll() >= 1);
     CHECK(acked.size() == i + 1);
   }
   TxnStatus committed = transactions->FinishCommit();
@@ -216,4 +219,41 @@ TEST_CASE("callbacks a call on another thread serves wait for the producer's nex
   CHECK((*producer)->Poll() == 1);  // the kept report
   REQUIRE(served_on.size() == 1);
   CHECK(served_on[0] == std::this_thread::get_id());
+}
+
+TEST_CASE("exactly once: the offset record waits for room in a full queue instead of failing the "
+          "transaction") {
+  auto kafka = devtools::MockKafka::Start(1);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("roomy", 1, 1).ok());
+  REQUIRE((*kafka)->CreateTopic("offsets", 1, 1).ok());
+  RelaySettings settings;
+  settings.exactly_once.support = ExactlyOnceSupport::kRequired;
+  settings.exactly_once.transactional_id = "walrelay-roomy";
+  // Room for one record: the transaction's record fills the queue.
+  settings.kafka = {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
+                    {"transactional.id", "walrelay-roomy"},
+                    {"queue.buffering.max.messages", "1"},
+                    {"linger.ms", "50"}};
+  boost::asio::io_context io;
+  std::vector<uint64_t> acked;
+  auto output = KafkaOutput::Create(
+      io, settings, [&](const DeliveryReport& r) { acked.push_back(r.ticket); }, {});
+  REQUIRE_MESSAGE(output.ok(), output.status().ToString());
+  KafkaOutput& out = **output;
+  auto transactions = MakeKafkaTransactions(out);
+  REQUIRE(transactions->Init(10s).ok());
+  REQUIRE(transactions->Begin().ok());
+  REQUIRE(out.Produce(MakeRecord("roomy", "record"), 1).ok());
+  rd_kafka_resp_err_t full = RD_KAFKA_RESP_ERR_NO_ERROR;
+  CHECK_FALSE(out.Produce(MakeRecord("roomy", "one too many"), 2, &full).ok());
+  REQUIRE(full == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+  TxnStatus sent = transactions->SendOffset(MakeRecord("offsets", "position"));
+  CHECK_MESSAGE(sent.ok(), sent.status.ToString());
+  CHECK(acked.empty());  // the record's report waits for the loop
+  REQUIRE(transactions->StartCommit(10s, "committing").ok());
+  TxnStatus committed = transactions->FinishCommit();
+  CHECK_MESSAGE(committed.ok(), committed.status.ToString());
+  CHECK(out.Poll() >= 1);
+  CHECK(acked == std::vector<uint64_t>{1});
 }

@@ -127,10 +127,12 @@ Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity&) {
 Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
                                  bool own_position_stored) {
   KafkaProducer::DeferCallbacks on_loop_thread;
+  // On the same server and timeline what this process committed (or knew to need nothing from
+  // Kafka) stays true, even after a fence. On another server or timeline the position may have
+  // been capped (delivery/timeline.h): what this process committed before is no floor there.
+  if (server_ == server) committed_.store(std::max(committed_.load(), start.value()));
+  else committed_.store(start.value());
   server_ = server;
-  // On another server or timeline the position may have been capped (delivery/timeline.h):
-  // what this process committed before is no floor there.
-  committed_.store(start.value());
   if (!own_position_stored) WALRELAY_RETURN_IF_ERROR(RecordStart(start));
   own_current_ = true;
   return Status::Ok();

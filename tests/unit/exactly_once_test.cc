@@ -399,6 +399,13 @@ TEST_CASE("exactly once: the decided start is what Kafka holds; a stream whose s
   REQUIRE(h.eos->StreamStarts(kServer, L(500), /*own_position_stored=*/true).ok());
   CHECK(h.eos->Confirmable(L(900)) == L(500));
   CHECK(h.txn->begins == 0);
+  // What this process committed, or knew to need nothing from Kafka, stays confirmable on the
+  // same server: a later start below it (the slot, after a fence) does not take it back.
+  REQUIRE(h.eos->StreamStarts(kServer, L(400), /*own_position_stored=*/true).ok());
+  CHECK(h.eos->Confirmable(L(900)) == L(500));
+  // On another server (or timeline) it is no floor.
+  REQUIRE(h.eos->StreamStarts(SourceIdentity{kServer.system_id, 2}, L(450), true).ok());
+  CHECK(h.eos->Confirmable(L(900)) == L(450));
   // A first start: the offset record alone says that this connector streams from the slot,
   // so a later process that finds the slot missing stops instead of creating it.
   REQUIRE(h.eos->StreamStarts(kServer, L(300), /*own_position_stored=*/false).ok());

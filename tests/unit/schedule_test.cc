@@ -7,7 +7,9 @@
 // boundary ticks, background commits that run long or fail, a fence, a broker loss, lost
 // replication connections, stops and kill -9 restarts. A restart is a new pipeline and guarantee
 // (a new process) started where relay/start_decision.h says, from the slot's confirmed position
-// and what the fake Kafka holds in the offsets topic; PostgreSQL then replays every source
+// and what the fake Kafka holds in the offsets topic (exactly once: read again once the slot is
+// taken, as SourceConnector does, and the attempt made again when that changes the verdict); a
+// fenced process replaces its producers and connects again; PostgreSQL then replays every source
 // transaction committed after that start, from the list of source transactions the schedule
 // generated (its WAL).
 //
@@ -180,6 +182,7 @@ class ModelTransactions final : public KafkaTransactions {
   TxnStatus FinishCommit() override;
   TxnStatus Abort(std::chrono::milliseconds timeout) override;
   TxnStatus Renew() override;
+  bool NeedsRenewal() override { return fake.NeedsRenewal(); }
 
   FakeTransactions fake;
   std::map<Call, TxnStatus> fail_next;
@@ -209,7 +212,6 @@ struct Process {
   ModelTransactions* transactions = nullptr;  // exactly once; owned by the guarantee
   std::unique_ptr<RecordPipeline> pipeline;
   State state = State::kConnecting;
-  bool stream_starts_called = false;  // the guarantee knows a start position of its own
   bool ever_streamed = false;
   int open_txn = -1;
   int committing_txn = -1;
@@ -730,7 +732,10 @@ void Schedule::StartProcess() {
   if (exactly_once()) {
     auto transactions = std::make_unique<ModelTransactions>(*this, *p);
     p->transactions = transactions.get();
-    guarantee = std::make_unique<ExactlyOnce>(p->settings, std::move(transactions), p->counters);
+    // What the offsets topic holds, read committed, whenever the guarantee reads it.
+    guarantee = std::make_unique<ExactlyOnce>(
+        p->settings, std::move(transactions), p->counters,
+        [this] { return Result<std::optional<SourceOffset>>(stored_); });
   } else {
     guarantee = std::make_unique<AcknowledgedOnly>();
   }
@@ -770,28 +775,38 @@ void Schedule::TryConnect() {
   facts.slot_position = slot_;
   facts.streamed_here = p.ever_streamed;
   facts.last_confirmed = p.pipeline->last_confirmed();
+  // A connect attempt that fails with kConnection is tried again by a later step.
+  auto attempt_fails = [&](const Status& why) {
+    Note("connect attempt fails: " + why.message());
+    if (why.code() != ErrorCode::kConnection) Stop("connecting failed: " + why.message());
+  };
   if (exactly_once()) {
-    if (p.stream_starts_called) {
-      // Back on the server it streamed from, the process answers with what it committed.
-      auto stored = p.pipeline->guarantee().StoredPosition(kServer, false);
-      TakeDeferred();
-      if (!stored.ok()) {
-        Note("connect attempt fails: " + stored.status().message());
-        if (stored.status().code() != ErrorCode::kConnection)
-          return Stop("connecting failed: " + stored.status().message());
-        return;
-      }
-      facts.stored = *stored;
-    } else {
-      facts.stored = stored_;  // read from the offsets topic
-    }
+    // Before the slot is taken: a process still holding its initialised producers answers
+    // with what it committed; one that does not reads nothing (the slot is present).
+    auto stored = p.pipeline->guarantee().StoredPosition(kServer, false);
+    TakeDeferred();
+    if (!stored.ok()) return attempt_fails(stored.status());
+    facts.stored = *stored;
   }
-  const StartVerdict verdict = DecideStart(facts);
+  StartVerdict verdict = DecideStart(facts);
   if (verdict.action != StartVerdict::Action::kStream) {
     return Violation("the start decision does not stream: " + verdict.stop.message());
   }
+  if (exactly_once()) {
+    // The slot is taken: transactions are initialised and the topic read again; a verdict
+    // that changes with it makes the attempt start again (SourceConnector::VerdictStands).
+    auto taken = p.pipeline->guarantee().SlotTaken(kServer);
+    TakeDeferred();
+    if (!taken.ok()) return attempt_fails(taken.status());
+    if (taken->read && taken->stored != facts.stored) {
+      facts.stored = taken->stored;
+      const StartVerdict now = DecideStart(facts);
+      if (now.action != StartVerdict::Action::kStream || now.start != verdict.start)
+        return attempt_fails(Status::Connection("the offsets topic changes the start"));
+      verdict = now;
+    }
+  }
   const bool own = facts.stored && IsOwnPosition(*facts.stored, kServer, p.settings.slot_name);
-  p.stream_starts_called = true;
   Status starts =
       p.pipeline->guarantee().StreamStarts(kServer, verdict.start, verdict.own_position_stored);
   TakeDeferred();

@@ -257,3 +257,42 @@ TEST_CASE("exactly once: the offset record waits for room in a full queue instea
   CHECK(out.Poll() >= 1);
   CHECK(acked == std::vector<uint64_t>{1});
 }
+
+TEST_CASE("exactly once: an Init that fails half-way (a coordinator down) is resumed only with "
+          "new producers") {
+  auto kafka = devtools::MockKafka::Start(2);
+  REQUIRE(kafka.ok());
+  REQUIRE((*kafka)->CreateTopic("halfway", 1, 1).ok());
+  RelaySettings settings;
+  settings.exactly_once.support = ExactlyOnceSupport::kRequired;
+  settings.exactly_once.transactional_id = "walrelay-halfway";
+  settings.kafka = {{"bootstrap.servers", (*kafka)->bootstrap_servers()},
+                    {"transactional.id", "walrelay-halfway"}};
+  boost::asio::io_context io;
+  auto output = KafkaOutput::Create(io, settings, [](const DeliveryReport&) {}, {});
+  REQUIRE_MESSAGE(output.ok(), output.status().ToString());
+  KafkaOutput& out = **output;
+  auto transactions = MakeKafkaTransactions(out);
+  // The second producer's coordinator is a broker that is down: the first producer is
+  // initialised, the second is not.
+  rd_kafka_mock_cluster_t* cluster = (*kafka)->cluster();
+  rd_kafka_mock_coordinator_set(cluster, "transaction", out.transactional_id(1).c_str(), 2);
+  rd_kafka_mock_broker_set_down(cluster, 2);
+  TxnStatus half = transactions->Init(2s);
+  CHECK_FALSE(half.ok());
+  rd_kafka_mock_broker_set_up(cluster, 2);
+  // librdkafka initialises a producer once: the first one refuses to be initialised again.
+  TxnStatus again = transactions->Init(10s);
+  CHECK_FALSE(again.ok());
+  MESSAGE("initialising again without new producers: " << again.status.ToString());
+  // New producers from the same properties are initialised, and a transaction commits.
+  REQUIRE(transactions->Renew().ok());
+  CHECK_FALSE(transactions->NeedsRenewal());
+  TxnStatus fresh = transactions->Init(10s);
+  REQUIRE_MESSAGE(fresh.ok(), fresh.status.ToString());
+  REQUIRE(transactions->Begin().ok());
+  REQUIRE(out.Produce(MakeRecord("halfway", "after renewal"), 1).ok());
+  REQUIRE(transactions->StartCommit(10s, "committing").ok());
+  TxnStatus committed = transactions->FinishCommit();
+  CHECK_MESSAGE(committed.ok(), committed.status.ToString());
+}

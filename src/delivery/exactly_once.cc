@@ -135,6 +135,7 @@ Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
   server_ = server;
   if (!own_position_stored) WALRELAY_RETURN_IF_ERROR(RecordStart(start));
   own_current_ = true;
+  committed_in_stream_ = false;
   return Status::Ok();
 }
 
@@ -332,6 +333,7 @@ TxnStatus ExactlyOnce::FinishPendingCommit() {
   if (!committed.ok()) return committed;
   Committed(pending.position);
   if (behind) Committed(*behind);
+  committed_in_stream_ = true;
   ++counters_.kafka_transactions["committed"];
   return committed;
 }
@@ -417,8 +419,12 @@ Status ExactlyOnce::Fenced(const TxnStatus& failure, const std::string& operatio
   boundary_.Reset();
   renew_needed_ = true;
   own_current_ = false;
+  // Fenced before its first commit of the stream, the process took the slot back with
+  // producers another process fenced while this one did not hold it (it never saw the slot
+  // held): expected, and not counted. Fenced after committing in this stream, another process
+  // initialised the ids while this one held the slot.
   const auto now = Clock::now();
-  fencings_.push_back(now);
+  if (std::exchange(committed_in_stream_, false)) fencings_.push_back(now);
   while (!fencings_.empty() && fencings_.front() < now - kFencingWindow) fencings_.pop_front();
   const std::string committed = Lsn(committed_.load()).ToString();
   if (fencings_.size() > kFencingsAllowed) {

@@ -71,8 +71,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   static constexpr std::chrono::milliseconds kTransactionCallTimeout{30000};
   // How often Tick looks whether a background commit has ended.
   static constexpr std::chrono::milliseconds kCommitCheck{2};
-  // More fencings than this within kFencingWindow, each followed by taking the slot again,
-  // mean another connector uses the same transactional.id: the relay stops (exit 20).
+  // More fencings than this within kFencingWindow, each after this process committed in the
+  // stream it held the slot for, mean another connector uses the same transactional.id: the
+  // relay stops (exit 20).
   static constexpr size_t kFencingsAllowed = 10;
   static constexpr std::chrono::minutes kFencingWindow{10};
 
@@ -153,7 +154,8 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // committed_ is the newest position Kafka holds for this slot on server_: this process
   // initialised the transactional ids and started a stream since.
   bool own_current_ = false;
-  std::deque<Clock::time_point> fencings_;  // within kFencingWindow
+  std::deque<Clock::time_point> fencings_;  // within kFencingWindow, counted ones only
+  bool committed_in_stream_ = false;        // a Kafka transaction committed since StreamStarts
   int32_t offsets_partitions_ = 1;
   SourceIdentity server_;
   bool kafka_open_ = false;

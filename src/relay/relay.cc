@@ -93,6 +93,7 @@ Status Relay::Build() {
 }
 
 Status Relay::Run() {
+  loop_thread_.Bind();
   if (Status watching = output_->Start(); !watching.ok()) {
     spdlog::error("{}", watching.ToString());
     return watching;
@@ -125,6 +126,7 @@ void Relay::TryConnect() {
 }
 
 void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
+  loop_thread_.Check();
   if (stopping_) return;
   if (!attempt.ok()) return ConnectFailed(attempt.status());
   SourceSession& session = *attempt;
@@ -210,6 +212,7 @@ void Relay::CloseConnection() {
 }
 
 void Relay::ConnectionLost(const Status& cause) {
+  loop_thread_.Check();
   spdlog::warn("lost the replication connection: {}; reconnecting with backoff, {} records "
                "still in flight to Kafka",
                cause.message(), pipeline_->inflight_records());
@@ -236,6 +239,7 @@ void Relay::OnPipelineFailure(Status status) {
 // --- Streaming -----------------------------------------------------------------------------
 
 void Relay::Pump() {
+  loop_thread_.Check();
   pump_scheduled_ = false;
   if (finished_) return;
   if (Status sent = pipeline_->SendHeld(); !sent.ok()) return Fail(sent);
@@ -333,6 +337,7 @@ Status Relay::HandleMessage(std::string_view message) {
 }
 
 void Relay::OnDelivery(const DeliveryReport& report) {
+  loop_thread_.Check();
   if (Status handled = pipeline_->OnDelivery(report); !handled.ok()) OnPipelineFailure(handled);
   if (stopping_ && pipeline_->inflight_records() == 0) return FinishShutdown();
   ConfirmWhenCaughtUp();

@@ -47,6 +47,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/loop_thread.h"
 #include "common/lsn.h"
 #include "common/status.h"
 #include "config/relay_settings.h"
@@ -196,6 +197,8 @@ class Relay final : public RunningRelay {
   std::string connection_error_;
   std::atomic<uint64_t> confirmed_lsn_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
+  // Run()'s thread; the handlers that are loop thread only check it (debug builds).
+  LoopThread loop_thread_;
   // Declared last so it stops (and joins its thread) before anything it reports on goes.
   std::unique_ptr<SlotHealthWatch> slot_health_;
 };

@@ -16,16 +16,14 @@ std::string StoredText(const SourceOffset& stored) {
 
 Status SlotGone(const StartFacts& facts) {
   std::string last;
+  if (facts.streamed_here)
+    last = "the last LSN confirmed to it was " + facts.last_confirmed.ToString();
   if (facts.stored) {
-    last = "offsets topic '" + facts.offsets_topic + "' holds this connector's position " +
-           StoredText(*facts.stored);
+    last += std::string(last.empty() ? "" : "; ") + "offsets topic '" + facts.offsets_topic +
+            "' holds this connector's position " + StoredText(*facts.stored);
     if (facts.stored->system_identifier != facts.server.system_id)
       last += ", another server than this one: the database may have moved here (a "
               "switchover, a dump and restore, a migration) with rows this connector never read";
-    if (facts.streamed_here)
-      last += "; this process last confirmed LSN " + facts.last_confirmed.ToString();
-  } else {
-    last = "the last LSN confirmed to it was " + facts.last_confirmed.ToString();
   }
   return Status(ErrorCode::kSlotGone,
                 "replication slot '" + facts.slot_name + "' this connector streamed from no " +

@@ -1,15 +1,15 @@
 // SourceConnector: opens the replication connection for the relay without blocking its loop.
 //
-// An attempt (connect, IDENTIFY_SYSTEM and the preflight checks, for pgoutput the publication
-// (pg/publication.h), CREATE_REPLICATION_SLOT with
-// the decoder's plugin when the slot is missing and may be created, reading the included
-// tables' catalog entries (pg/source_catalog.h), START_REPLICATION with the decoder's
-// options) runs on a worker thread this
-// object owns; its outcome is posted to the io_context and handed to the callback there. So
-// REST, /healthz and Kafka's delivery reports are served while a slot creation waits for the
-// transactions running on the server, however long that takes. Cancel() (or destruction)
-// interrupts an attempt within about 100 ms: a running query is cancelled on the server and the
-// callback is not called.
+// An attempt runs on a worker thread this object owns: connect, IDENTIFY_SYSTEM and the
+// preflight checks; the stored position (StoredPosition hook) and the start decision; for
+// pgoutput the publication (pg/publication.h); CREATE_REPLICATION_SLOT with the decoder's plugin
+// when the verdict says so; the included tables' catalog entries (pg/source_catalog.h);
+// START_REPLICATION with the decoder's options; then the SlotTaken and StreamStarts hooks. Its
+// outcome is posted to the io_context and handed to the callback there. So REST, /healthz and
+// Kafka's delivery reports are served while a slot creation waits for the transactions running
+// on the server, however long that takes. Cancel() (or destruction) interrupts an attempt
+// within about 100 ms while it waits on PostgreSQL (a running query is cancelled on the
+// server), and the callback is not called; a hook waiting on Kafka is not interrupted.
 //
 // Where the stream starts, and whether a missing slot may be created, is decided once per
 // attempt by DecideStart (relay/start_decision.h) from what the attempt found: the slot,

@@ -152,6 +152,19 @@ Status ExactlyOnce::RecordStart(Lsn start) {
   if (done.ok()) done = txn_->StartCommit(kTransactionCallTimeout, operation);
   if (done.ok()) done = txn_->FinishCommit();
   if (done.ok()) return Status::Ok();
+  if (done.kind == TxnErrorKind::kFenced) {
+    // The producers were initialised before this process last held the slot, and another
+    // process initialised the ids since: nothing of this stream was sent, so nothing is lost.
+    // As after a fence in SlotTaken, the producers are replaced before the next attempt, which
+    // finds the slot held (a standby) or takes it and initialises the new ones. Not counted
+    // as a fencing: this process committed nothing in the stream.
+    renew_needed_ = true;
+    own_current_ = false;
+    spdlog::warn("exactly-once: {} ({}): another process of this connector initialised its "
+                 "transactions; this relay replaces its producers and connects again",
+                 done.status.message(), operation);
+    return Status::Connection("exactly-once: fenced while " + operation + "; connecting again");
+  }
   if (done.kind != TxnErrorKind::kAbortable && done.kind != TxnErrorKind::kRetriable)
     return done.status.WithContext(operation);
   // Nothing else is in the transaction: dropping it loses nothing, and the next attempt

@@ -246,6 +246,7 @@ void Relay::Pump() {
   if (pipeline_->holding()) return;
   // A keepalive alone waits for the periodic update: only streamed data is worth an early one.
   bool streamed = false;
+  size_t bytes = 0;
   for (int handled = 0; handled < kMessagesPerTurn; ++handled) {
     if (stopping_ || paused_ || state_ != RelayState::kStreaming || pipeline_->Backpressured())
       break;
@@ -256,9 +257,10 @@ void Relay::Pump() {
       return OnStreamError(Status::Connection("the server ended the replication stream"));
     }
     if (*read == ReplicationConnection::ReadStatus::kWouldBlock) {
-      GatherOrWait(handled);
+      GatherOrWait(handled, bytes);
       break;
     }
+    bytes += message.size();
     // kConnection: an aborted Kafka transaction, replayed by reconnecting.
     if (Status st = HandleMessage(message); !st.ok()) return OnStreamError(st);
     streamed = streamed || message[0] == 'w';
@@ -272,12 +274,12 @@ void Relay::Pump() {
   if (streamed) ConfirmWhenCaughtUp();
 }
 
-void Relay::GatherOrWait(int handled) {
+void Relay::GatherOrWait(int handled, size_t bytes) {
   if (handled > 0) receive_watch_.Received();
   // A relay faster than its walsender would otherwise wake for nearly every message (a few
   // microseconds of CPU each): after a short turn, let a millisecond of messages gather first.
   // An idle stream, or one that keeps the loop busy anyway, waits on the socket.
-  if (handled == 0 || handled >= kGatherBelow) return WaitForSocket();
+  if (handled == 0 || handled >= kGatherBelow || bytes >= kGatherBelowBytes) return WaitForSocket();
   gather_timer_.expires_after(kGatherDelay);
   gather_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || finished_ || stopping_ || !conn_) return;

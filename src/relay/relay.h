@@ -133,8 +133,8 @@ class Relay final : public RunningRelay {
   void SchedulePump();
   void WaitForSocket();
   // After a turn that ended on an empty socket: wait for the socket, or a moment (kGatherDelay)
-  // when the turn handled only a few messages.
-  void GatherOrWait(int handled);
+  // when the turn handled only a few messages (kGatherBelow) of few bytes (kGatherBelowBytes).
+  void GatherOrWait(int handled, size_t bytes);
   Status HandleMessage(std::string_view message);
   void OnDelivery(const DeliveryReport& report);
 
@@ -179,6 +179,11 @@ class Relay final : public RunningRelay {
   boost::asio::steady_timer boundary_timer_;
   boost::asio::steady_timer gather_timer_;
   static constexpr int kGatherBelow = 32;
+  // A turn reads what one read from the socket brought (libpq reads at most its free buffer
+  // space, 8-16 kB at first): a turn of that size means the walsender is ahead, not behind,
+  // whatever the number of messages. Gathering after it would cap the relay at one buffer
+  // per kGatherDelay (wal2json's larger rows: about 30 per millisecond).
+  static constexpr size_t kGatherBelowBytes = 4096;
   static constexpr std::chrono::milliseconds kGatherDelay{1};
   bool boundary_timer_armed_ = false;
   bool caught_up_armed_ = false;

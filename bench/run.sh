@@ -17,7 +17,8 @@
 # (space-separated subset of one_txn txn_1000 single_row txn_1000_noise), RELAY_WRAPPER (a
 # command walrelay runs under, for profiling, e.g. "perf record -g -o /tmp/walrelay.perf"; peak
 # RSS and CPU are then the wrapper's), RELAY_EXTRA_CONFIG (extra walrelay settings as JSON
-# members, e.g. '"kafka.linger.ms": "20"'). Method and results: docs/performance.md.
+# members, e.g. '"kafka.linger.ms": "20"'), BENCH_OUT (where the results go, default bench/results).
+# Method and results: docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -25,7 +26,7 @@ WALRELAY_BUILD_DIR=${WALRELAY_BUILD_DIR:-$ROOT/build}
 WALRELAY=${WALRELAY:-$WALRELAY_BUILD_DIR/walrelay}
 BROKERS=${BROKERS:-mock apache}
 PLUGINS=${PLUGINS:-pgoutput wal2json}
-OUT=$ROOT/bench/results
+OUT=${BENCH_OUT:-$ROOT/bench/results}
 ROWS=${ROWS:-200000}
 SINGLE_ROWS=${SINGLE_ROWS:-20000}
 LAT_RATE=${LAT_RATE:-2000}

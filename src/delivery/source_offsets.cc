@@ -20,6 +20,10 @@ constexpr const char* kTsUsec = "ts_usec";
 constexpr const char* kSystemIdentifier = "walrelay_system_identifier";
 constexpr const char* kTimeline = "walrelay_timeline";
 constexpr const char* kSlot = "walrelay_slot";
+constexpr const char* kTxnXid = "walrelay_txn_xid";
+constexpr const char* kTxnFirstLsn = "walrelay_txn_first_lsn";
+constexpr const char* kTxnLsn = "walrelay_txn_lsn";
+constexpr const char* kTxnAtLsn = "walrelay_txn_at_lsn";
 
 std::string ToJson(const rapidjson::Value& value) {
   rapidjson::StringBuffer buffer;
@@ -69,6 +73,12 @@ std::string SerializeSourceOffset(const SourceOffset& offset) {
                   rapidjson::Value(offset.system_identifier.c_str(), alloc), alloc);
   value.AddMember(rapidjson::StringRef(kTimeline), offset.timeline, alloc);
   value.AddMember(rapidjson::StringRef(kSlot), rapidjson::Value(offset.slot.c_str(), alloc), alloc);
+  if (offset.inside) {
+    value.AddMember(rapidjson::StringRef(kTxnXid), offset.inside->xid, alloc);
+    value.AddMember(rapidjson::StringRef(kTxnFirstLsn), offset.inside->first_lsn.value(), alloc);
+    value.AddMember(rapidjson::StringRef(kTxnLsn), offset.inside->lsn.value(), alloc);
+    value.AddMember(rapidjson::StringRef(kTxnAtLsn), offset.inside->at_lsn, alloc);
+  }
   return ToJson(value);
 }
 
@@ -110,6 +120,30 @@ Result<SourceOffset> ParseSourceOffset(std::string_view json) {
       return Status::Decode(std::string("offset member \"") + kSlot + "\" is not a string");
     offset.slot = it->value.GetString();
   }
+  // A position inside a source transaction: all four members, or none.
+  const int inside_members = doc.HasMember(kTxnXid) + doc.HasMember(kTxnFirstLsn) +
+                             doc.HasMember(kTxnLsn) + doc.HasMember(kTxnAtLsn);
+  if (inside_members == 0) return offset;
+  if (inside_members != 4)
+    return Status::Decode(std::string("offset has only some of \"") + kTxnXid + "\", \"" +
+                          kTxnFirstLsn + "\", \"" + kTxnLsn + "\" and \"" + kTxnAtLsn + "\"");
+  InsideTransaction inside;
+  const auto xid = doc.FindMember(kTxnXid);
+  if (!xid->value.IsUint())
+    return Status::Decode(std::string("offset member \"") + kTxnXid + "\" is not a transaction id");
+  inside.xid = xid->value.GetUint();
+  auto first_lsn = ReadLsn(doc, kTxnFirstLsn);
+  if (!first_lsn.ok()) return first_lsn.status();
+  inside.first_lsn = *first_lsn;
+  auto change_lsn = ReadLsn(doc, kTxnLsn);
+  if (!change_lsn.ok()) return change_lsn.status();
+  inside.lsn = *change_lsn;
+  const auto at_lsn = doc.FindMember(kTxnAtLsn);
+  if (!at_lsn->value.IsUint64() || at_lsn->value.GetUint64() == 0)
+    return Status::Decode(std::string("offset member \"") + kTxnAtLsn +
+                          "\" is not a positive integer");
+  inside.at_lsn = at_lsn->value.GetUint64();
+  offset.inside = inside;
   return offset;
 }
 

@@ -10,6 +10,12 @@
 //   `walrelay_system_identifier` (a string: the 64-bit identifier does not fit Java's long),
 //   `walrelay_timeline` and `walrelay_slot`. Unknown members are ignored when reading, so a
 //   record Debezium wrote parses too (its walrelay members then read as absent).
+// - A position inside a source transaction (exactly once, a source transaction split over
+//   several Kafka transactions; delivery/inside_transaction.h) adds `walrelay_txn_xid`,
+//   `walrelay_txn_first_lsn`, `walrelay_txn_lsn` and `walrelay_txn_at_lsn`: Kafka holds that
+//   transaction's changes up to and including that one. `lsn_commit` stays the end of the last
+//   whole source transaction (where the slot streams again from), `lsn` is the change's LSN
+//   and `txId` the split transaction's.
 // - A null value (Connect's tombstone) means "no offset".
 // - ParseSourceOffset() errors say which member is wrong; callers add where the record was.
 // - CheckOffsetOrigin() refuses an offset from another server or slot: skipping source
@@ -24,6 +30,7 @@
 
 #include "common/lsn.h"
 #include "common/status.h"
+#include "delivery/inside_transaction.h"
 
 namespace walrelay {
 
@@ -43,6 +50,8 @@ struct SourceOffset {
   std::string system_identifier;  // `walrelay_system_identifier`: the server's, as text
   uint32_t timeline = 0;          // `walrelay_timeline`
   std::string slot;               // `walrelay_slot`: the replication slot's name
+  // `walrelay_txn_*`: Kafka holds the source transaction after `lsn_commit` up to this change.
+  std::optional<InsideTransaction> inside;
 
   friend bool operator==(const SourceOffset&, const SourceOffset&) = default;
 };

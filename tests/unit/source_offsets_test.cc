@@ -38,6 +38,74 @@ TEST_CASE("the value has Debezium's members, numbers for LSNs, and round-trips")
   CHECK(*parsed == Sample());
 }
 
+TEST_CASE("a position inside a source transaction round-trips; its members come all or none") {
+  SourceOffset inside = Sample();
+  inside.inside = InsideTransaction{771, Lsn(0x16B374D000ULL), Lsn(0x16B374D848ULL), 3};
+  const std::string json = SerializeSourceOffset(inside);
+  CHECK(json.find(R"("walrelay_txn_xid":771,"walrelay_txn_first_lsn":97500057600,)"
+                  R"("walrelay_txn_lsn":97500059720,"walrelay_txn_at_lsn":3})") !=
+        std::string::npos);
+  auto parsed = ParseSourceOffset(json);
+  REQUIRE_MESSAGE(parsed.ok(), parsed.status().ToString());
+  CHECK(*parsed == inside);
+  // A whole-transaction position has none of them.
+  CHECK(SerializeSourceOffset(Sample()).find("walrelay_txn") == std::string::npos);
+  CHECK_FALSE(ParseSourceOffset(SerializeSourceOffset(Sample()))->inside.has_value());
+  // Some of them only, or wrong types: refused, naming them.
+  const std::string base = R"({"lsn":1,"lsn_commit":1,)";
+  CHECK(ParseSourceOffset(base + R"("walrelay_txn_xid":5})")
+            .status()
+            .message()
+            .find("only some of") != std::string::npos);
+  CHECK(ParseSourceOffset(base + R"("walrelay_txn_xid":-5,"walrelay_txn_first_lsn":1,)"
+                                 R"("walrelay_txn_lsn":2,"walrelay_txn_at_lsn":1})")
+            .status()
+            .message()
+            .find("walrelay_txn_xid") != std::string::npos);
+  CHECK(ParseSourceOffset(base + R"("walrelay_txn_xid":5,"walrelay_txn_first_lsn":1,)"
+                                 R"("walrelay_txn_lsn":2,"walrelay_txn_at_lsn":0})")
+            .status()
+            .message()
+            .find("walrelay_txn_at_lsn") != std::string::npos);
+  CHECK(ParseSourceOffset(base + R"("walrelay_txn_xid":5,"walrelay_txn_first_lsn":"0/1",)"
+                                 R"("walrelay_txn_lsn":2,"walrelay_txn_at_lsn":1})")
+            .status()
+            .message()
+            .find("walrelay_txn_first_lsn") != std::string::npos);
+}
+
+TEST_CASE("KafkaHolds: a replayed change is held exactly when it is the split transaction's and "
+          "at or before the stored change; every combination") {
+  const InsideTransaction held{700, Lsn(1000), Lsn(1500), 2};
+  // Every combination of: same or other xid, same or other first LSN, the change's LSN
+  // before/at/after the stored one, its ordinal at that LSN before/at/after.
+  int rows = 0;
+  for (uint32_t xid : {700u, 701u}) {
+    for (uint64_t first : {1000u, 999u}) {
+      for (uint64_t lsn : {1400u, 1500u, 1600u}) {
+        for (uint64_t at : {1u, 2u, 3u}) {
+          const bool same_txn = xid == 700 && first == 1000;
+          const bool expected = same_txn && (lsn < 1500 || (lsn == 1500 && at <= 2));
+          INFO("xid ", xid, " first ", first, " lsn ", lsn, " at ", at);
+          CHECK(KafkaHolds(held, InsideTransaction{xid, Lsn(first), Lsn(lsn), at}) == expected);
+          ++rows;
+        }
+      }
+    }
+  }
+  CHECK(rows == 36);
+}
+
+TEST_CASE("ChangeCounter: changes sharing one LSN (a multi-insert) get ordinals from 1") {
+  ChangeCounter counter;
+  counter.Begin(9, Lsn(100));
+  CHECK(counter.Next(Lsn(110)) == InsideTransaction{9, Lsn(100), Lsn(110), 1});
+  CHECK(counter.Next(Lsn(110)) == InsideTransaction{9, Lsn(100), Lsn(110), 2});
+  CHECK(counter.Next(Lsn(120)) == InsideTransaction{9, Lsn(100), Lsn(120), 1});
+  counter.Begin(10, Lsn(200));
+  CHECK(counter.Next(Lsn(120)) == InsideTransaction{10, Lsn(200), Lsn(120), 1});
+}
+
 TEST_CASE("an offset Debezium wrote parses; walrelay's members read as absent") {
   auto parsed = ParseSourceOffset(
       R"({"transaction_id":null,"lsn_proc":24023128,"messageType":"INSERT","lsn_commit":24023064,)"

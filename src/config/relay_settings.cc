@@ -229,7 +229,7 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   if (!p.Get("exactly.once.support")) {
     for (const char* key : {"transaction.boundary", "transaction.boundary.interval.ms",
                             "transaction.boundary.max.records", "transaction.boundary.max.bytes",
-                            "transactional.id"}) {
+                            "transaction.boundary.split.ms", "transactional.id"}) {
       if (p.Get(key)) {
         spdlog::warn("'{}' is ignored: 'exactly.once.support' is not set, the relay delivers at "
                      "least once",
@@ -255,6 +255,21 @@ Status ParseExactlyOnce(const Properties& p, ExactlyOnceSettings& eos) {
   auto max_bytes = p.GetInt("transaction.boundary.max.bytes", 0, 0, INT64_MAX);
   if (!max_bytes.ok()) return max_bytes.status();
   eos.boundary.max_bytes = *max_bytes;
+  // A third of Kafka's transaction timeout unless set: the commit's flush and the commit
+  // itself then have the other two thirds. Checked against the timeout with the kafka.* keys.
+  auto timeout = p.GetInt("kafka.transaction.timeout.ms", 60000, 1000, INT32_MAX);
+  if (!timeout.ok()) return timeout.status();
+  const int64_t transaction_timeout_ms = *timeout;
+  auto split = p.GetInt("transaction.boundary.split.ms",
+                        std::max<int64_t>(1, transaction_timeout_ms / 3), 1, INT32_MAX);
+  if (!split.ok()) return split.status();
+  if (*split >= transaction_timeout_ms)
+    return Status::Config("'transaction.boundary.split.ms' is " + std::to_string(*split) +
+                          ": it must be below kafka.transaction.timeout.ms (" +
+                          std::to_string(transaction_timeout_ms) +
+                          "), or Kafka aborts a long source transaction's Kafka transaction "
+                          "before it is split");
+  eos.boundary.split_after = std::chrono::milliseconds(*split);
   eos.transactional_id = p.Get("transactional.id").value_or("");
   return CheckTransactionalId(eos.transactional_id);
 }

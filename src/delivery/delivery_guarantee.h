@@ -34,6 +34,10 @@
 // - BeforeRecord(bytes) before every record handed to the producer (dead letters included).
 // - SourceBegan() / SourceCommitted(commit, all_sent) around each source transaction;
 //   `all_sent` is false while records wait for room in librdkafka's queue.
+// - ChangeHandled(position, all_sent) after each change of a source transaction (a row, or a
+//   transactional logical decoding message) whose records, if any, went to the producer:
+//   exactly once may commit its Kafka transaction there, inside the source transaction
+//   (delivery/inside_transaction.h). The default does nothing.
 // - Tick(all_sent) when TickDeadline() has passed.
 // - EndStream(all_sent) before the next stream starts and when the relay stops: what is open
 //   is committed if it may be, else dropped.
@@ -66,6 +70,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "decode/change_event.h"
+#include "delivery/inside_transaction.h"
 #include "delivery/kafka_output.h"
 #include "delivery/source_offsets.h"
 #include "status/metrics.h"
@@ -86,6 +91,9 @@ class DeliveryGuarantee {
   virtual Status BeforeRecord(size_t bytes) = 0;
   virtual void SourceBegan() = 0;
   virtual Status SourceCommitted(const TxnCommit& commit, bool all_sent) = 0;
+  virtual Status ChangeHandled(const InsideTransaction& /*position*/, bool /*all_sent*/) {
+    return Status::Ok();
+  }
   virtual Status Tick(bool all_sent) = 0;
   virtual std::optional<Clock::time_point> TickDeadline() const = 0;
   virtual Status EndStream(bool all_sent) = 0;

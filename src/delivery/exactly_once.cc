@@ -62,6 +62,11 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   if (own_current_ && server_ == server) {
     SourceOffset own;
     own.lsn = own.lsn_commit = Lsn(committed_.load());
+    if (committed_inside_) {
+      own.inside = committed_inside_;
+      own.lsn = committed_inside_->lsn;
+      own.tx_id = committed_inside_->xid;
+    }
     own.system_identifier = server.system_id;
     own.timeline = static_cast<uint32_t>(server.timeline);
     own.slot = slot_;
@@ -72,7 +77,21 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   // aborts. With the slot present the read after it is taken decides (SlotTaken); whether a
   // missing slot may be created cannot wait for that.
   if (!initialised_ && !slot_missing) return std::optional<SourceOffset>();
-  return ReadStored();
+  auto stored = ReadStored();
+  if (stored.ok()) AdoptStored(*stored, server);
+  return stored;
+}
+
+void ExactlyOnce::AdoptStored(const std::optional<SourceOffset>& stored,
+                              const SourceIdentity& server) {
+  committed_inside_.reset();
+  split_end_.reset();
+  // On another timeline (a promoted standby) the split transaction may never have committed,
+  // and another may reuse its xid: its part in Kafka is then streamed again, not skipped.
+  if (stored && stored->inside && stored->system_identifier == server.system_id &&
+      stored->timeline == static_cast<uint32_t>(server.timeline) && stored->slot == slot_) {
+    committed_inside_ = stored->inside;
+  }
 }
 
 Result<std::optional<SourceOffset>> ExactlyOnce::ReadStored() {
@@ -94,7 +113,7 @@ Result<std::optional<SourceOffset>> ExactlyOnce::ReadStored() {
   return stored;
 }
 
-Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity&) {
+Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity& server) {
   KafkaProducer::DeferCallbacks on_loop_thread;
   if (initialised_) {
     if (!txn_->NeedsRenewal()) return StoredReread{};
@@ -121,6 +140,7 @@ Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity&) {
   // Now that no other process can commit for this connector, what Kafka holds is final.
   auto stored = ReadStored();
   if (!stored.ok()) return stored.status();
+  AdoptStored(*stored, server);
   return StoredReread{true, std::move(stored).value()};
 }
 
@@ -133,6 +153,7 @@ Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
   if (server_ == server) committed_.store(std::max(committed_.load(), start.value()));
   else committed_.store(start.value());
   server_ = server;
+  last_source_commit_ = start;
   if (!own_position_stored) WALRELAY_RETURN_IF_ERROR(RecordStart(start));
   own_current_ = true;
   committed_in_stream_ = false;
@@ -193,16 +214,25 @@ void ExactlyOnce::SourceBegan() {
 
 Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
   source_open_ = false;
+  last_source_commit_ = commit.end_lsn;
+  if (committed_inside_ && committed_inside_->xid == commit.xid) split_end_ = commit.end_lsn;
   if (!kafka_open_) {
     // Nothing of this source transaction waits in Kafka, nor of any before it but a commit
-    // in progress.
+    // in progress (which may hold this one's first part, when it was split).
     NothingPendingUpTo(commit.end_lsn);
+    boundary_.OnSourceCommit(Clock::now());
     boundary_.Reset();
     return Status::Ok();
   }
   last_included_ = commit;
   if (!boundary_.OnSourceCommit(Clock::now()) || !all_sent) return Status::Ok();
   return Commit();
+}
+
+Status ExactlyOnce::ChangeHandled(const InsideTransaction& position, bool all_sent) {
+  if (!kafka_open_ || !source_open_ || !all_sent || !boundary_.ShouldSplit(Clock::now()))
+    return Status::Ok();
+  return Commit(position);
 }
 
 Status ExactlyOnce::Tick(bool all_sent) {
@@ -300,21 +330,39 @@ Status ExactlyOnce::RecordRefused(const std::string& reason) {
 
 void ExactlyOnce::Committed(Lsn position) {
   if (position.value() > committed_.load()) committed_.store(position.value());
+  // The split transaction's end is committed: no stream replays it any more.
+  if (split_end_ && position >= *split_end_) {
+    committed_inside_.reset();
+    split_end_.reset();
+  }
 }
 
-Status ExactlyOnce::Commit() {
+Status ExactlyOnce::Commit(std::optional<InsideTransaction> inside) {
   const auto started = Clock::now();
   // The transaction before it must be committed first: failed, it takes this one with it.
   WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   SourceOffset offset;
-  offset.lsn = last_included_->end_lsn;
-  offset.lsn_commit = last_included_->end_lsn;
-  offset.tx_id = last_included_->xid;
-  offset.ts_usec = last_included_->commit_time_ms * 1000;
+  if (inside) {
+    // Every source transaction before this one is in Kafka or needed nothing from it: the
+    // stream starts again at the last one's end, and skips what this commit holds.
+    offset.lsn_commit = last_source_commit_;
+    offset.lsn = inside->lsn;
+    offset.tx_id = inside->xid;
+    offset.inside = inside;
+  } else {
+    offset.lsn = last_included_->end_lsn;
+    offset.lsn_commit = last_included_->end_lsn;
+    offset.tx_id = last_included_->xid;
+    offset.ts_usec = last_included_->commit_time_ms * 1000;
+  }
   offset.system_identifier = server_.system_id;
   offset.timeline = static_cast<uint32_t>(server_.timeline);
   offset.slot = slot_;
-  const std::string upto = "LSN " + offset.lsn_commit.ToString();
+  const std::string upto = inside
+                               ? "LSN " + inside->lsn.ToString() + " inside source transaction " +
+                                     std::to_string(inside->xid) + " (split: open for " +
+                                     std::to_string(options_.boundary.split_after.count()) + " ms)"
+                               : "LSN " + offset.lsn_commit.ToString();
   if (TxnStatus sent = txn_->SendOffset(offsets_.MakeRecord(offset, offsets_partitions_));
       !sent.ok()) {
     return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic + "'");
@@ -323,7 +371,14 @@ Status ExactlyOnce::Commit() {
       txn_->StartCommit(kTransactionCallTimeout, "committing the transaction up to " + upto);
   if (!handed_over.ok()) return Failed(handed_over, "committing the transaction up to " + upto);
   kafka_open_ = false;
-  pending_ = PendingCommit{offset.lsn_commit, upto};
+  pending_ = PendingCommit{offset.lsn_commit, upto, inside};
+  if (inside) {
+    ++counters_.kafka_transactions["split"];
+    spdlog::info("exactly-once: source transaction {} outgrew its Kafka transaction (open for "
+                 "{} ms, transaction.boundary.split.ms): committed what it holds, up to {}; the "
+                 "rest follows in the next",
+                 inside->xid, options_.boundary.split_after.count(), upto);
+  }
   // What the loop spent at this boundary, waiting for the commit before and for the records.
   boundary_.Stretch(Clock::now() - started, boundary_.records());
   boundary_.Reset();
@@ -345,6 +400,10 @@ TxnStatus ExactlyOnce::FinishPendingCommit() {
   TxnStatus committed = txn_->FinishCommit();
   if (!committed.ok()) return committed;
   Committed(pending.position);
+  if (pending.inside) {
+    committed_inside_ = pending.inside;
+    split_end_.reset();
+  }
   if (behind) Committed(*behind);
   committed_in_stream_ = true;
   ++counters_.kafka_transactions["committed"];

@@ -37,6 +37,13 @@
 //   Its last source commit becomes confirmable once Tick (polled every kCommitCheck while the
 //   commit runs) or the next boundary sees the commit succeed; so do keepalives and empty
 //   source transactions that came after it. Each call is bounded by kTransactionCallTimeout.
+// - A source transaction larger than one Kafka transaction: once the Kafka transaction has
+//   been open for transaction.boundary.split.ms inside a source transaction (ChangeHandled;
+//   delivery/transaction_boundary.h), it is committed there, with an offset record naming the
+//   last change it holds (SourceOffset::inside; lsn_commit stays the end of the last whole
+//   source transaction). Nothing past that whole transaction becomes confirmable until the
+//   source transaction's end is committed; a replay streams it again from its start and the
+//   pipeline skips the changes Kafka holds (the stored or own position's `inside`).
 // - EndStream commits the open transaction when it holds only whole source transactions, and
 //   aborts it otherwise (a stream that broke inside a source transaction).
 // - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
@@ -94,6 +101,8 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status BeforeRecord(size_t bytes) override;
   void SourceBegan() override;
   Status SourceCommitted(const TxnCommit& commit, bool all_sent) override;
+  // Commits the open Kafka transaction at `position` when it is due to be split.
+  Status ChangeHandled(const InsideTransaction& position, bool all_sent) override;
   Status Tick(bool all_sent) override;
   std::optional<Clock::time_point> TickDeadline() const override;
   Status EndStream(bool all_sent) override;
@@ -108,6 +117,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
  private:
   // Creates the offsets topic if missing and reads the position stored under the key.
   Result<std::optional<SourceOffset>> ReadStored();
+  // What was read from the offsets topic: a position inside a transaction of this server and
+  // slot is what Kafka holds of it.
+  void AdoptStored(const std::optional<SourceOffset>& stored, const SourceIdentity& server);
   // Commits or aborts what is open (EndStream without the producers' renewal).
   Status EndKafkaTransaction(bool all_sent);
   // New producers, not initialised (KafkaTransactions::Renew).
@@ -119,8 +131,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // Commits a transaction holding only the offset record at `start`: this connector streams
   // from the slot, and a later process that finds it missing must not create it unasked.
   Status RecordStart(Lsn start);
-  // Writes the offset record and starts the commit, once the commit before it succeeded.
-  Status Commit();
+  // Writes the offset record and starts the commit, once the commit before it succeeded: at
+  // the last source commit included, or inside the current source transaction at `inside`.
+  Status Commit(std::optional<InsideTransaction> inside = std::nullopt);
   // Ends a background commit (waiting for it, or only when it has ended): on success its last
   // source commit, and what became confirmable behind it, become confirmable.
   Status SettleCommit(bool wait);
@@ -162,9 +175,18 @@ class ExactlyOnce final : public DeliveryGuarantee {
   bool source_open_ = false;
   std::optional<TxnCommit> last_included_;  // the newest source commit in the open transaction
   struct PendingCommit {
-    Lsn position;      // its offset record's commit LSN
-    std::string upto;  // "LSN ...", for messages
+    Lsn position;                             // its offset record's commit LSN
+    std::string upto;                         // "LSN ...", for messages
+    std::optional<InsideTransaction> inside;  // committed inside a source transaction there
   };
+  // The end of the newest source transaction streamed (or the stream's start): where a split
+  // source transaction's stream starts again.
+  Lsn last_source_commit_;
+  // Kafka holds the split source transaction up to here (this process committed it, or read
+  // it from the offsets topic), until a position at or past the transaction's end is
+  // committed: every stream until then replays it, and skips this much of it.
+  std::optional<InsideTransaction> committed_inside_;
+  std::optional<Lsn> split_end_;          // that transaction's end, once it was streamed
   std::optional<PendingCommit> pending_;  // the transaction committing in the background
   std::optional<Lsn> after_pending_;      // confirmable once pending_ committed
   bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker

@@ -109,6 +109,22 @@ void RecordPipeline::StreamStarted(const StreamStart& stream) {
     ledger.StreamRestarted();
   }
   server_ = stream.server;
+  held_inside_.reset();
+  if (stream.stored && stream.stored->inside &&
+      stream.stored->system_identifier == stream.server.system_id &&
+      stream.stored->timeline == static_cast<uint32_t>(stream.server.timeline) &&
+      stream.stored->slot == settings_.slot_name) {
+    held_inside_ = stream.stored->inside;
+    spdlog::info("Kafka holds source transaction {} up to LSN {} (change {} there) already: "
+                 "the stream skips those changes when it replays it",
+                 held_inside_->xid, held_inside_->lsn.ToString(), held_inside_->at_lsn);
+  }
+}
+
+bool RecordPipeline::HeldAlready(const InsideTransaction& at) {
+  if (!held_inside_ || !KafkaHolds(*held_inside_, at)) return false;
+  ++counters_.source_changes_held_in_kafka;
+  return true;
 }
 
 Status RecordPipeline::Handle(const DecodedMessage& decoded) {
@@ -117,12 +133,29 @@ Status RecordPipeline::Handle(const DecodedMessage& decoded) {
       dispatcher_.ledger().BeginTransaction();
       guarantee_->SourceBegan();
       current_txn_ = decoded.begin;
+      changes_.Begin(decoded.begin.xid, decoded.begin.first_lsn);
       return Status::Ok();
     case MessageKind::kCommit:
+      // The split transaction is behind the stream now.
+      if (held_inside_ && held_inside_->xid == current_txn_.xid &&
+          held_inside_->first_lsn == current_txn_.first_lsn) {
+        held_inside_.reset();
+      }
       dispatcher_.ledger().CommitTransaction(decoded.commit.end_lsn);
       return guarantee_->SourceCommitted(decoded.commit, !dispatcher_.holding());
-    case MessageKind::kMessage: return HandleLogicalMessage(decoded.message);
-    case MessageKind::kChange: return HandleChange(decoded.change);
+    case MessageKind::kMessage: {
+      if (!decoded.message.transactional) return HandleLogicalMessage(decoded.message);
+      const InsideTransaction at = changes_.Next(decoded.message.lsn);
+      if (HeldAlready(at)) return Status::Ok();
+      WALRELAY_RETURN_IF_ERROR(HandleLogicalMessage(decoded.message));
+      return guarantee_->ChangeHandled(at, !dispatcher_.holding());
+    }
+    case MessageKind::kChange: {
+      const InsideTransaction at = changes_.Next(decoded.change.lsn);
+      if (HeldAlready(at)) return Status::Ok();
+      WALRELAY_RETURN_IF_ERROR(HandleChange(decoded.change));
+      return guarantee_->ChangeHandled(at, !dispatcher_.holding());
+    }
     case MessageKind::kExcludedChange: return Status::Ok();
   }
   return Status::Ok();

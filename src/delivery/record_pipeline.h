@@ -28,6 +28,13 @@
 //   past this process's position rebases the ledger on the slot's position, so no position
 //   learnt before is confirmed; otherwise records in flight stay tracked and a source
 //   transaction left open is replayed from its start.
+// - A stored position inside a source transaction (exactly once split it over several Kafka
+//   transactions; delivery/inside_transaction.h) of this server, timeline and slot: when the
+//   stream replays that transaction, its changes up to that position produce nothing, as Kafka
+//   holds their records already. On another timeline they are sent again (another transaction
+//   may reuse the xid there).
+//   Every change of a source transaction is reported to the guarantee (ChangeHandled), which
+//   may commit there.
 //
 // Backpressure: Backpressured() while max.queue.size records (or max.queue.size.in.bytes) are
 // in flight, or while records wait for room in the sink (SendHeld() sends them).
@@ -173,7 +180,13 @@ class RecordPipeline {
   Dispatcher dispatcher_;
   std::vector<SourceTable> tables_;
   size_t last_table_ = 0;
-  TxnBegin current_txn_;  // the transaction being streamed: its messages carry its xid and time
+  TxnBegin current_txn_;   // the transaction being streamed: its messages carry its xid and time
+  ChangeCounter changes_;  // the position of each change of current_txn_
+  // Kafka holds the changes of a split source transaction up to here (from the stream's
+  // stored position): skipped when the stream replays them.
+  std::optional<InsideTransaction> held_inside_;
+  // Whether `at`, the current transaction's next change, is one Kafka holds already.
+  bool HeldAlready(const InsideTransaction& at);
   // One refusal line per prefix and minute: a writer can emit thousands a second.
   LogLimiter non_transactional_warnings_{std::chrono::minutes(1)};
   bool started_ = false;

@@ -28,6 +28,10 @@ bool TransactionBoundary::ShouldCloseIdle(Clock::time_point now) const {
   return LimitReached(now);
 }
 
+bool TransactionBoundary::ShouldSplit(Clock::time_point now) const {
+  return inside_source_ && first_record_ && now - *first_record_ >= limits_.split_after;
+}
+
 std::optional<TransactionBoundary::Clock::time_point> TransactionBoundary::IdleDeadline() const {
   if (inside_source_ || !first_record_) return std::nullopt;
   return *first_record_ + std::chrono::duration_cast<Clock::duration>(interval());

@@ -1,9 +1,12 @@
 // TransactionBoundary: when walrelay closes (commits) a Kafka transaction. Pure policy, no I/O.
 //
 // Contract:
-// - A Kafka transaction holds whole source (PostgreSQL) transactions only: it is closed at a
-//   source commit, never inside a source transaction. A single source transaction larger than
-//   the limits therefore makes one Kafka transaction of its own size.
+// - A Kafka transaction holds whole source (PostgreSQL) transactions, closed at a source
+//   commit, unless one source transaction outgrows it: once the Kafka transaction has been
+//   open for `split_after` (transaction.boundary.split.ms, by default a third of Kafka's
+//   transaction.timeout.ms) inside a source transaction, ShouldSplit says to commit what it
+//   holds there, so the coordinator never aborts it for its age. Only time splits a source
+//   transaction: the record and byte limits group whole ones.
 // - transaction.boundary=source.commit (kEverySourceCommit): one Kafka transaction per source
 //   transaction.
 // - transaction.boundary=interval (kGrouped): source transactions are grouped until, at a
@@ -36,6 +39,8 @@ struct TransactionBoundaryLimits {
   int64_t max_records = 0;  // 0: no record limit
   int64_t max_bytes = 0;    // 0: no byte limit
   std::chrono::milliseconds interval{25};
+  // Inside a source transaction, the Kafka transaction is committed once open this long.
+  std::chrono::milliseconds split_after{20000};
 };
 
 class TransactionBoundary {
@@ -51,6 +56,9 @@ class TransactionBoundary {
   bool OnSourceCommit(Clock::time_point now);
   // Between source transactions: true when the open Kafka transaction's interval has passed.
   bool ShouldCloseIdle(Clock::time_point now) const;
+  // Inside a source transaction: true when the open Kafka transaction must be committed
+  // before the source transaction ends (open for split_after).
+  bool ShouldSplit(Clock::time_point now) const;
   // When ShouldCloseIdle() becomes true if nothing else happens, for the caller's timer.
   std::optional<Clock::time_point> IdleDeadline() const;
   // The Kafka transaction was committed or aborted: start counting anew.

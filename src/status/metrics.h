@@ -29,6 +29,9 @@ struct RelayCounters {
   uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
   // exactly.once.support: Kafka transactions by outcome, "committed" or "aborted"
   std::map<std::string, uint64_t> kafka_transactions;
+  // exactly.once.support: changes of a split source transaction that a replay skipped, as a
+  // committed Kafka transaction holds their records already
+  uint64_t source_changes_held_in_kafka = 0;
   // At least once: source positions written to offsets.storage.topic, "written" or "failed"
   std::map<std::string, uint64_t> offset_writes;
 };

@@ -294,6 +294,15 @@ HttpResponse RestApi::Metrics() const {
                "Kafka transactions (exactly.once.support) by outcome: committed, or aborted and "
                "replayed.",
                "outcome", c.kafka_transactions, {"committed", "aborted"});
+    const auto split = c.kafka_transactions.find("split");
+    m.Single("walrelay_kafka_transactions_split_total", "counter",
+             "Kafka transactions committed inside a source transaction that outgrew one "
+             "(transaction.boundary.split.ms); also counted as committed.",
+             split == c.kafka_transactions.end() ? 0 : split->second);
+    m.Single("walrelay_source_changes_held_in_kafka_total", "counter",
+             "Changes of a split source transaction that a replay skipped: a committed Kafka "
+             "transaction holds their records.",
+             c.source_changes_held_in_kafka);
   } else {
     m.PerLabel("walrelay_offset_writes_total", "counter",
                "Source positions written to offsets.storage.topic by outcome: written, or "

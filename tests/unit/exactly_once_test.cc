@@ -514,3 +514,128 @@ TEST_CASE("exactly once: transactions are initialised only once the slot is take
   fenced.txn->init_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
   CHECK(fenced.eos->SlotTaken(kServer).status().code() == ErrorCode::kKafkaFenced);
 }
+
+namespace {
+DecodedMessage BeginAt(uint32_t xid, Lsn first_lsn) {
+  DecodedMessage m = testing::BeginMessage(xid);
+  m.begin.first_lsn = first_lsn;
+  return m;
+}
+std::vector<uint64_t> ProducedLsns(const FakeSink& sink, size_t from = 0) {
+  std::vector<uint64_t> lsns;
+  for (size_t i = from; i < sink.produced.size(); ++i)
+    lsns.push_back(sink.produced[i].record.source.lsn.value());
+  return lsns;
+}
+}  // namespace
+
+TEST_CASE("exactly once: a source transaction open longer than transaction.boundary.split.ms is "
+          "committed inside it; a replay skips exactly what Kafka holds, changes sharing an LSN "
+          "included") {
+  Harness h(std::string(kLongInterval) + R"(,"transaction.boundary.split.ms":"5")");
+  h.txn->on_commit = [&h] { CHECK_FALSE(h.pipeline->holding()); };  // inside a source: allowed
+  h.Start(L(100));
+  REQUIRE(h.pipeline->Handle(BeginAt(7, L(150))).ok());
+  REQUIRE(h.Row(L(200)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Two rows of one WAL record (a multi-insert): the split comes after the first of them.
+  REQUIRE(h.Row(L(201)).ok());
+  REQUIRE(h.txn->commit_calls == 1);
+  const SourceOffset split = h.txn->Offset(0);
+  CHECK(split.lsn_commit == L(100));  // the last whole source transaction: the slot's start
+  REQUIRE(split.inside.has_value());
+  CHECK(*split.inside == InsideTransaction{7, L(150), L(201), 1});
+  CHECK(h.txn->commit_operations[0].find("inside source transaction 7") != std::string::npos);
+  REQUIRE(h.Row(L(201)).ok());
+  REQUIRE(h.Row(L(202)).ok());
+  REQUIRE(h.AckAll().ok());
+  REQUIRE(h.eos->Tick(true).ok());  // the split commit ends
+  CHECK(h.txn->commits == 1);
+  CHECK(h.counters.kafka_transactions["split"] == 1);
+  // Nothing of the source transaction is confirmable before its end is committed.
+  CHECK(h.pipeline->Confirmable() == L(100));
+  // This process answers with what it committed itself: the position inside transaction 7.
+  auto own = h.eos->StoredPosition(kServer, false);
+  REQUIRE(own.ok());
+  REQUIRE(own->has_value());
+  CHECK((*own)->lsn_commit == L(100));
+  CHECK((*own)->inside == split.inside);
+
+  // The stream breaks inside the source transaction: the open Kafka transaction (201 b, 202)
+  // is aborted, and a new process streams transaction 7 again from the slot's position.
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->aborts == 1);
+  Harness after(std::string(kLongInterval) + R"(,"transaction.boundary.split.ms":"5")");
+  after.stored = split;
+  REQUIRE(after.eos->StreamStarts(kServer, L(100), true).ok());
+  after.pipeline->StreamStarted(StreamStart{kServer, L(100), L(100), false, split});
+  after.inside_source = true;
+  REQUIRE(after.pipeline->Handle(BeginAt(7, L(150))).ok());
+  for (uint64_t lsn : {200, 201, 201, 202}) REQUIRE(after.Row(L(lsn)).ok());
+  REQUIRE(after.Commit(7, L(300)).ok());
+  // 200 and the first 201 are in Kafka: the second 201 and 202 go out, once.
+  CHECK(ProducedLsns(after.sink) == std::vector<uint64_t>{201, 202});
+  CHECK(after.counters.source_changes_held_in_kafka == 2);
+  REQUIRE(after.AckAll().ok());
+  REQUIRE(after.pipeline->EndStream().ok());
+  CHECK(after.txn->commits == 1);
+  const SourceOffset whole = after.txn->Offset(0);
+  CHECK(whole.lsn_commit == L(300));
+  CHECK_FALSE(whole.inside.has_value());
+  CHECK(after.pipeline->Confirmable() == L(300));
+  // On another timeline (a promoted standby) the same stored position skips nothing: the
+  // split transaction may never have committed there, and another may reuse its xid.
+  Harness promoted(std::string(kLongInterval) + R"(,"transaction.boundary.split.ms":"5")");
+  const SourceIdentity timeline2{kServer.system_id, 2};
+  REQUIRE(promoted.eos->StreamStarts(timeline2, L(100), true).ok());
+  promoted.pipeline->StreamStarted(StreamStart{timeline2, L(100), L(100), false, split});
+  promoted.inside_source = true;
+  REQUIRE(promoted.pipeline->Handle(BeginAt(7, L(150))).ok());
+  for (uint64_t lsn : {200, 201}) REQUIRE(promoted.Row(L(lsn)).ok());
+  CHECK(ProducedLsns(promoted.sink) == std::vector<uint64_t>{200, 201});
+  // Another transaction with the same xid but another first LSN (another server's, or after
+  // wraparound) is not skipped; nor, once transaction 7 committed, is anything else.
+  after.inside_source = true;
+  REQUIRE(after.pipeline->Handle(BeginAt(7, L(400))).ok());
+  REQUIRE(after.Row(L(200)).ok());
+  REQUIRE(after.Commit(7, L(500)).ok());
+  CHECK(ProducedLsns(after.sink, 2) == std::vector<uint64_t>{200});
+}
+
+TEST_CASE("exactly once: a split is never inside a change, and waits while records wait for room "
+          "in librdkafka's queue") {
+  Harness h(std::string(kLongInterval) + R"(,"transaction.boundary.split.ms":"5")");
+  h.txn->on_commit = [&h] { CHECK_FALSE(h.pipeline->holding()); };
+  h.Start(L(100));
+  REQUIRE(h.pipeline->Handle(BeginAt(8, L(150))).ok());
+  REQUIRE(h.Row(L(200)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  h.sink.room = h.sink.outstanding;  // librdkafka's queue is full
+  REQUIRE(h.Row(L(201)).ok());       // held: no split while it waits
+  CHECK(h.pipeline->holding());
+  CHECK(h.txn->commit_calls == 0);
+  h.sink.room = 1000;
+  REQUIRE(h.pipeline->SendHeld().ok());
+  // A delete and its tombstone are one change: the split comes after both.
+  REQUIRE(h.pipeline->Handle(testing::RowMessage(L(202), "outbox", ChangeOp::kDelete)).ok());
+  REQUIRE(h.txn->commit_calls == 1);
+  CHECK(h.txn->Offset(0).inside == InsideTransaction{8, L(150), L(202), 1});
+}
+
+TEST_CASE("transaction.boundary.split.ms: a third of kafka.transaction.timeout.ms by default, "
+          "and below it") {
+  CHECK(Settings("").exactly_once.boundary.split_after == std::chrono::milliseconds(20000));
+  CHECK(Settings(R"(,"kafka.transaction.timeout.ms":"9000")").exactly_once.boundary.split_after ==
+        std::chrono::milliseconds(3000));
+  auto config = ParseConnectorConfig(
+      R"({"name":"orders","config":{"database.hostname":"h","database.user":"u",)"
+      R"("database.dbname":"shop","topic.prefix":"shop","slot.name":"orders_slot",)"
+      R"("kafka.bootstrap.servers":"127.0.0.1:9","exactly.once.support":"required",)"
+      R"("offsets.storage.topic":"offsets","kafka.transaction.timeout.ms":"9000",)"
+      R"("transaction.boundary.split.ms":"9000"}})",
+      "test");
+  REQUIRE(config.ok());
+  auto too_long = ParseRelaySettings(*config);
+  REQUIRE_FALSE(too_long.ok());
+  CHECK(too_long.status().message().find("transaction.boundary.split.ms") != std::string::npos);
+}

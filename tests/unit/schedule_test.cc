@@ -26,7 +26,10 @@
 //    whole source transactions and an offset record covering them, never a record Kafka did
 //    not acknowledge; the offsets topic's position never goes back; no record is produced
 //    outside a Kafka transaction and no commit starts inside a source transaction or while
-//    records wait for room.
+//    records wait for room. Half the processes split source transactions
+//    (transaction.boundary.split.ms due after every change): their commits inside a source
+//    transaction must name it and its last row held, hold none of its rows past that, and
+//    cover only whole transactions before it; what Kafka holds of it is never sent again.
 // At the end of each schedule (faults off, everything acknowledged, commits finished, the stream
 // streamed to the end of its WAL and stopped):
 // 3. Nothing lost: every row of every source transaction is visible (or was skipped).
@@ -111,6 +114,7 @@ struct SourceRow {
 
 struct SourceTxn {
   uint32_t xid;
+  Lsn first;  // its first WAL record (the begin's LSN)
   std::vector<SourceRow> rows;
   Lsn end;              // the end of its commit record: what becomes confirmable
   int undelivered = 0;  // relayed rows Kafka does not hold yet
@@ -218,6 +222,7 @@ struct Process {
   std::vector<size_t> in_flight;   // its records Kafka has not settled, indices in kafka_
   std::optional<Status> deferred;  // the first failure of a report served inside a call
   Lsn last_flush;                  // FlushPosition() at the last check
+  bool splits = false;             // transaction.boundary.split.ms always due inside a source
 };
 
 // Parsing settings is the slow part of a new process: once per distinct configuration.
@@ -261,7 +266,7 @@ class Schedule {
 
   // Totals, for the summary.
   int steps_run = 0, processes = 0, reconnects = 0, commits = 0, aborts = 0, rows = 0;
-  int duplicates = 0, skipped = 0, records = 0, starts_past_slot = 0;
+  int duplicates = 0, skipped = 0, records = 0, starts_past_slot = 0, splits = 0;
 
   // --- Called by the fakes ---
   Status OnProduce(Process& p, const Record& record, uint64_t ticket, rd_kafka_resp_err_t* code);
@@ -332,6 +337,7 @@ class Schedule {
 
   // The source.
   std::vector<SourceTxn> wal_;
+  std::set<size_t> split_sources_;  // source transactions a Kafka commit split (indices in wal_)
   std::unordered_map<uint64_t, RowState> rows_;
   uint64_t lsn_ = kSlotCreatedAt;
   uint32_t next_xid_ = 700;
@@ -454,7 +460,9 @@ void Schedule::OnOffset(Process& p, const Record& record) {
 }
 
 void Schedule::CheckCommitStarts(Process& p) {
-  if (inside_) Violation("a Kafka transaction commits inside a source transaction");
+  // Only a process that splits source transactions commits inside one (ApplyCommit checks
+  // that such a commit names its position inside it).
+  if (inside_ && !p.splits) Violation("a Kafka transaction commits inside a source transaction");
   if (p.pipeline && p.pipeline->holding())
     Violation("a Kafka transaction commits while records wait for room in the producer's queue");
 }
@@ -545,15 +553,37 @@ void Schedule::ApplyCommit(size_t index) {
     }
   }
   std::string lsns;
+  // Committed inside a source transaction (a split): the offset names the last change held.
+  const InsideTransaction* inside = offset && offset->inside ? &*offset->inside : nullptr;
+  std::optional<size_t> split_here;
   for (size_t s : sources) {
     const SourceTxn& source = wal_[s];
     lsns += " " + std::to_string(source.xid);
+    const bool is_split = inside && inside->xid == source.xid && inside->first_lsn == source.first;
+    if (is_split) split_here = s;
     for (const SourceRow& row : source.rows) {
-      if (row.relayed && !held.count(row.lsn.value()) && !rows_.at(row.lsn.value()).skipped) {
-        Violation("Kafka transaction " + std::to_string(index) +
-                  " holds part of source transaction " + std::to_string(source.xid) +
-                  ": not its row " + L(row.lsn));
+      if (!row.relayed || held.count(row.lsn.value()) || rows_.at(row.lsn.value()).skipped)
+        continue;
+      // Its rows after the split point follow in later Kafka transactions; those before it
+      // came in earlier ones, when an earlier commit split it.
+      if (is_split && row.lsn > inside->lsn) continue;
+      if (split_sources_.count(s) && rows_.at(row.lsn.value()).visible > 0) continue;
+      Violation("Kafka transaction " + std::to_string(index) +
+                " holds part of source transaction " + std::to_string(source.xid) +
+                ": not its row " + L(row.lsn));
+    }
+    if (is_split) {
+      for (size_t r : txn.records) {
+        if (rows_.at(kafka_[r].row.value()).txn == s && kafka_[r].row > inside->lsn)
+          Violation("Kafka transaction " + std::to_string(index) + " holds row " +
+                    L(kafka_[r].row) + " of the source transaction it splits, past its offset's " +
+                    L(inside->lsn));
       }
+      if (offset->lsn_commit >= source.end)
+        Violation("Kafka transaction " + std::to_string(index) + " splits source transaction " +
+                  std::to_string(source.xid) + " but its offset's commit LSN " +
+                  L(offset->lsn_commit) + " is past its end");
+      continue;
     }
     if (offset && source.end > offset->lsn_commit) {
       Violation("Kafka transaction " + std::to_string(index) + " holds source transaction " +
@@ -561,6 +591,18 @@ void Schedule::ApplyCommit(size_t index) {
                 ") but its offset record says " + L(offset->lsn_commit));
     }
   }
+  if (inside && !split_here) {
+    // A split that holds no row of the transaction it splits (rows of other tables only, or
+    // rows skipped): it must still be the transaction being streamed.
+    bool known = false;
+    for (size_t s = 0; s < wal_.size() && !known; ++s)
+      known = wal_[s].xid == inside->xid && wal_[s].first == inside->first_lsn;
+    if (!known)
+      Violation("an offset record names an unknown source transaction " +
+                std::to_string(inside->xid));
+  }
+  if (inside) ++splits;
+  if (split_here) split_sources_.insert(*split_here);
   for (size_t r : txn.records) Visible(kafka_[r].row);
   if (offset && stored_ && offset->lsn_commit < stored_->lsn_commit) {
     Violation("the offsets topic's position goes back from " + L(stored_->lsn_commit) + " to " +
@@ -662,6 +704,7 @@ void Schedule::CheckPositions() {
 void Schedule::GenerateTxn() {
   SourceTxn txn;
   txn.xid = next_xid_++;
+  txn.first = Lsn(++lsn_);
   const int rows = rng_.Chance(15) ? 0 : static_cast<int>(rng_.Between(1, rng_.Chance(20) ? 8 : 3));
   for (int i = 0; i < rows; ++i) {
     lsn_ += rng_.Between(1, 3);
@@ -726,6 +769,13 @@ void Schedule::StartProcess() {
   }
   p->settings = CachedSettings(members);
   if (always_due) p->settings.exactly_once.boundary.interval = std::chrono::milliseconds(0);
+  // Half the processes split every source transaction after each change (split.ms of 0, below
+  // the key's minimum of 1 ms); the others never do (the default, 20 s, is never reached).
+  if (exactly_once() && rng_.Chance(50)) {
+    p->splits = true;
+    p->settings.exactly_once.boundary.split_after = std::chrono::milliseconds(0);
+    p->config += ", splits source transactions";
+  }
   p->fake_sink.room = 1 << 20;
   p->sink = std::make_unique<ModelSink>(*this, *p);
   std::unique_ptr<DeliveryGuarantee> guarantee;
@@ -916,7 +966,9 @@ void Schedule::SourceStep() {
     inside_ = true;
     next_row_ = 0;
     trace_.back() += ": begin " + std::to_string(txn.xid);
-    handled = p.pipeline->Handle(testing::BeginMessage(txn.xid));
+    DecodedMessage begin = testing::BeginMessage(txn.xid);
+    begin.begin.first_lsn = txn.first;
+    handled = p.pipeline->Handle(begin);
   } else if (next_row_ < wal_[cursor_].rows.size()) {
     const SourceRow row = wal_[cursor_].rows[next_row_++];
     trace_.back() += ": row " + L(row.lsn) + (row.relayed ? "" : " (public.other)");
@@ -1217,7 +1269,7 @@ void RunSchedules(Mode mode) {
   const uint64_t count = one ? 1 : EnvNumber("WALRELAY_SCHEDULES").value_or(kDefaultSchedules);
   const auto began = std::chrono::steady_clock::now();
   int steps = 0, processes = 0, commits = 0, aborts = 0, rows = 0, duplicates = 0, skipped = 0;
-  int records = 0, starts_past_slot = 0, reconnects = 0;
+  int records = 0, starts_past_slot = 0, reconnects = 0, splits = 0;
   uint64_t failed = 0, run = 0;
   for (uint64_t i = 0; i < count; ++i) {
     ++run;
@@ -1244,6 +1296,7 @@ void RunSchedules(Mode mode) {
     records += schedule.records;
     starts_past_slot += schedule.starts_past_slot;
     reconnects += schedule.reconnects;
+    splits += schedule.splits;
     if (one && schedule.violation().empty()) MESSAGE(schedule.Trace());
     if (!schedule.violation().empty()) {
       ++failed;
@@ -1256,9 +1309,9 @@ void RunSchedules(Mode mode) {
   MESSAGE(name << ": " << run << " schedules, " << steps << " steps, " << processes
                << " processes, " << reconnects << " reconnects, " << starts_past_slot
                << " streams started past the slot, " << rows << " rows, " << records
-               << " records produced, " << commits << " Kafka commits, " << aborts
-               << " Kafka transactions aborted, " << duplicates << " duplicates, " << skipped
-               << " rows skipped; " << seconds << " s");
+               << " records produced, " << commits << " Kafka commits (" << splits
+               << " inside a source transaction), " << aborts << " Kafka transactions aborted, "
+               << duplicates << " duplicates, " << skipped << " rows skipped; " << seconds << " s");
   CHECK(failed == 0);
 }
 

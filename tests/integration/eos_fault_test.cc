@@ -594,3 +594,106 @@ TEST_CASE("contrast: the same kill loop without exactly.once.support gives read_
           << r.kills_with_rows_unconfirmed << " with committed rows not yet confirmed), "
           << "read_committed: " << Describe(c) << "; " << r.seconds << " s in all");
 }
+
+namespace {
+
+// The outbox events 1..rows (InsertEvent's rows, the same bytes) in one statement, so one
+// source transaction holds them all.
+std::string InsertEventsInOneStatement(int rows) {
+  const std::string type = "(ARRAY['Order','Customer','Shipment'])[s % 3 + 1]";
+  const std::string key = type + " || '-' || (s % 17)";
+  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) SELECT "
+         "('00000000-0000-4000-8000-' || lpad(s::text, 12, '0'))::uuid, " +
+         type + ", " + key + ", " + type + " || 'Happened', jsonb_build_object('seq', s, 'key', " +
+         key + ", 'text', 'ünï \"q\" \\ ok') FROM generate_series(1, " + std::to_string(rows) +
+         ") s";
+}
+
+int SplitLines(const std::string& log) {
+  int n = 0;
+  for (size_t at = log.find("outgrew its Kafka transaction"); at != std::string::npos;
+       at = log.find("outgrew its Kafka transaction", at + 1))
+    ++n;
+  return n;
+}
+
+// Waits until the relay whose log is `log` committed a split, failing if it exits first.
+void WaitForSplit(RelayFixture& fx, devtools::ChildProcess& relay, const std::string& log,
+                  std::chrono::seconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  while (Clock::now() < deadline && SplitLines(devtools::ReadFile(log)) == 0) {
+    REQUIRE_MESSAGE(relay.Running(), "the relay stopped before it split the transaction:\n"
+                                         << Notable(devtools::ReadFile(log)));
+    std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE_MESSAGE(SplitLines(devtools::ReadFile(log)) > 0, "no split within "
+                                                               << timeout.count() << " s:\n"
+                                                               << Notable(devtools::ReadFile(log)));
+  (void)fx;
+}
+
+}  // namespace
+
+// The size of this case's one transaction: WALRELAY_TEST_SPLIT_ROWS (300,000 by default, with a
+// 3 s Kafka transaction timeout; tests/CMakeLists.txt registers the 2,000,000-row, 10 s run as
+// broker_large_transaction).
+TEST_CASE("exactly once: one source transaction that outlives kafka.transaction.timeout.ms is "
+          "split over Kafka transactions; kill -9 twice while it streams; read_committed sees "
+          "every row once, in key order") {
+  const char* env_rows = std::getenv("WALRELAY_TEST_SPLIT_ROWS");
+  const int rows = env_rows && *env_rows ? std::atoi(env_rows) : 300000;
+  const char* env_timeout = std::getenv("WALRELAY_TEST_SPLIT_TIMEOUT_MS");
+  const std::string timeout = env_timeout && *env_timeout ? env_timeout : "3000";
+  RelayFixture fx{RealBroker{}};
+  fx.UsePlugin("pgoutput");
+  const auto start = Clock::now();
+  const std::string slot = "eossplit";
+  // The default split: a third of the timeout.
+  const std::string config =
+      fx.WriteConfig(slot, ExactlyOnce({{"kafka.transaction.timeout.ms", timeout}}));
+  auto relay = StartRelay(fx, config);
+  const auto insert_start = Clock::now();
+  fx.Exec(InsertEventsInOneStatement(rows));
+  const double insert_seconds = SecondsSince(insert_start);
+  const Lsn end = fx.CurrentWal();
+  // Kill each instance once it committed a part of the transaction (more than one kill may
+  // land in the same part; the second instance must first skip what the first committed).
+  std::vector<int> splits;
+  for (int kill = 0; kill < 2; ++kill) {
+    const std::string log = fx.log_path();
+    WaitForSplit(fx, *relay, log, 120s);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200 + 100 * kill));
+    REQUIRE_MESSAGE(relay->Running(), Notable(devtools::ReadFile(log)));
+    // The transaction is still streaming: each kill lands inside it.
+    REQUIRE_MESSAGE(fx.ConfirmedFlush(slot) < end,
+                    "the transaction was relayed before kill " << kill + 1 << ": make it larger");
+    REQUIRE(relay->Kill(SIGKILL).ok());
+    auto code = relay->Wait(10s);
+    REQUIRE(code.ok());
+    CHECK(*code == 128 + SIGKILL);
+    splits.push_back(SplitLines(devtools::ReadFile(log)));
+    // The slot never passed the transaction: its end was not committed.
+    CHECK(fx.ConfirmedFlush(slot) < end);
+    fx.WaitSlotFree(slot);
+    relay = StartRelay(fx, config);
+  }
+  const std::string last_log = fx.log_path();
+  const Lsn confirmed = fx.WaitConfirmed(slot, end, 600s);
+  REQUIRE_MESSAGE(confirmed >= end, "slot at " << confirmed.ToString() << " < " << end.ToString()
+                                               << "\n"
+                                               << Notable(devtools::ReadFile(last_log)));
+  const double relay_seconds = SecondsSince(insert_start) - insert_seconds;
+  splits.push_back(SplitLines(devtools::ReadFile(last_log)));
+  const std::string skipped_line = "the stream skips those changes";
+  CHECK(devtools::ReadFile(last_log).find(skipped_line) != std::string::npos);
+  const Counts c = ReadAndCount(fx, IsolationLevel::kReadCommitted, rows, 600s);
+  CheckExactlyOnce(c, "read_committed after 2 kills inside one " + std::to_string(rows) +
+                          "-row source transaction");
+  CHECK_MESSAGE(relay->Running(), Notable(devtools::ReadFile(last_log)));
+  MESSAGE("exactly once, one source transaction of "
+          << rows << " rows, kafka.transaction.timeout.ms=" << timeout << ": inserted in "
+          << insert_seconds << " s; split " << splits[0] << ", " << splits[1] << " and "
+          << splits[2] << " times by the three instances (kill -9 after the first two); slot "
+          << "past the transaction " << relay_seconds << " s after its commit; read_committed: "
+          << Describe(c) << "; " << SecondsSince(start) << " s in all");
+}

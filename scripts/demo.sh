@@ -4,9 +4,14 @@
 #   bash scripts/demo.sh --kafka apache  # a real Apache Kafka broker, fetched with Maven once
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+# Only what the demo needs: the build's libraries and PostgreSQL (and a JDK for the real
+# broker), then the walrelay binary alone; scripts/test.sh installs and builds the rest.
 case " $* " in
-  *" apache "* | *"=apache "*) bash scripts/fetch-kafka.sh >/dev/null ;;
+  *" apache "* | *"=apache "*)
+    bash scripts/install-deps.sh demo java
+    bash scripts/fetch-kafka.sh >/dev/null
+    ;;
+  *) bash scripts/install-deps.sh demo ;;
 esac
-bash scripts/build.sh
+bash scripts/build.sh walrelay
 exec ./build/walrelay demo "$@"

@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
 # Installs walrelay's build and test dependencies from Debian 12's packages. Idempotent:
 # packages already present are not touched, and apt is not called when nothing is missing.
+#
+#   bash scripts/install-deps.sh            # everything the tests need
+#   bash scripts/install-deps.sh demo       # only what building walrelay and its demo need
+#   bash scripts/install-deps.sh demo java  # the same, and a JDK with Maven (demo --kafka apache)
 set -euo pipefail
+
+# Building walrelay (CMake finds every library at configure time, doctest included) and the
+# demo's throwaway PostgreSQL.
+demo_packages=(
+  build-essential cmake pkg-config
+  libpq-dev librdkafka-dev rapidjson-dev libboost-dev libspdlog-dev doctest-dev libcli11-dev
+  libhiredis-dev libssl-dev
+  postgresql-15
+)
+java_packages=(openjdk-17-jdk-headless maven)
 
 packages=(
   build-essential cmake pkg-config git
@@ -40,13 +54,20 @@ install_dynalite() {
   echo "install-deps: dynalite $DYNALITE_VERSION installed in $dir"
 }
 
+demo_only=false
+if [ "${1:-}" = demo ]; then
+  demo_only=true
+  packages=("${demo_packages[@]}")
+  if [ "${2:-}" = java ]; then packages+=("${java_packages[@]}"); fi
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  install_dynalite
+  $demo_only || install_dynalite
   exit 0
 fi
 
@@ -64,4 +85,4 @@ if [ ! -e /usr/sbin/policy-rc.d ]; then
   trap '$SUDO rm -f /usr/sbin/policy-rc.d' EXIT
 fi
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-install_dynalite
+$demo_only || install_dynalite

@@ -219,6 +219,11 @@ Status RecordPipeline::HandleChange(const RowChange& change) {
 }
 
 Status RecordPipeline::HandleLogicalMessage(const LogicalMessage& message) {
+  // Other prefixes belong to other consumers of the WAL, transactional or not: no warning.
+  if (!settings_.IncludesMessagePrefix(message.prefix)) {
+    ++counters_.logical_messages["filtered"];
+    return Status::Ok();
+  }
   if (!message.transactional) {
     // Written outside any transaction, it is decoded even if the writer's work rolls back,
     // and it arrives apart from the commits the slot is confirmed at: not an outbox event.
@@ -231,10 +236,6 @@ Status RecordPipeline::HandleLogicalMessage(const LogicalMessage& message) {
                    "all counted in walrelay_logical_messages_total)",
                    message.prefix, message.lsn.ToString(), *held_back);
     }
-    return Status::Ok();
-  }
-  if (!settings_.IncludesMessagePrefix(message.prefix)) {
-    ++counters_.logical_messages["filtered"];
     return Status::Ok();
   }
   ++counters_.logical_messages["relayed"];

@@ -372,3 +372,26 @@ TEST_CASE("records purged by the relay's own stop are not confirmed and stop not
   CHECK(h.pipeline->Confirmable() == L(100));
   CHECK(h.failures.empty());
 }
+
+TEST_CASE("logical decoding messages: a prefix outside message.prefix.include.list is filtered "
+          "before the transactional check, so another consumer's messages draw no warning") {
+  Harness h(R"(,"message.prefix.include.list":"outbox")");
+  h.Start(kServerA, Lsn(100));
+  auto message = [](bool transactional, const std::string& prefix) {
+    DecodedMessage m;
+    m.kind = MessageKind::kMessage;
+    m.message.lsn = Lsn(150);
+    m.message.transactional = transactional;
+    m.message.prefix = prefix;
+    m.message.content = "{}";
+    return m;
+  };
+  REQUIRE(h.pipeline->Handle(message(false, "audit")).ok());
+  REQUIRE(h.pipeline->Handle(message(true, "audit")).ok());
+  CHECK(h.counters.logical_messages["filtered"] == 2);
+  CHECK(h.counters.logical_messages["non_transactional"] == 0);
+  // An included prefix written outside a transaction is still refused, and counted so.
+  REQUIRE(h.pipeline->Handle(message(false, "outbox")).ok());
+  CHECK(h.counters.logical_messages["non_transactional"] == 1);
+  CHECK(h.sink.produced.empty());
+}

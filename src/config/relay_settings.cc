@@ -471,6 +471,8 @@ namespace {
 // librdkafka 2.0's defaults for queue.buffering.max.messages and queue.buffering.max.kbytes.
 constexpr int64_t kLibrdkafkaDefaultQueueMessages = 100000;
 constexpr int64_t kLibrdkafkaDefaultQueueKbytes = 1048576;
+// Kafka Connect's producer default for max.request.size: the largest record Debezium sends.
+constexpr int64_t kConnectMaxRequestSize = 1048576;
 // librdkafka's default batch.size, and how many batches the in-flight byte bound is split into.
 constexpr int64_t kLibrdkafkaDefaultBatchBytes = 1000000;
 constexpr int64_t kBatchesPerInflightBound = 2;
@@ -778,6 +780,16 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
         s.kafka.count("transaction.timeout.ms") ? s.kafka["transaction.timeout.ms"] : "60000";
     if (s.kafka["message.timeout.ms"] == "0") s.kafka["message.timeout.ms"] = transaction_timeout;
   }
+  // The largest record: Kafka Connect's producers take records up to max.request.size
+  // (1,048,576 by default), librdkafka up to message.max.bytes (1,000,000 by default), so a
+  // record in between that Debezium delivers would be refused here. Connect's name is taken
+  // too (kafka.max.request.size, which librdkafka does not know); message.max.bytes wins.
+  if (auto connect_name = s.kafka.find("max.request.size"); connect_name != s.kafka.end()) {
+    if (!s.kafka.count("message.max.bytes")) s.kafka["message.max.bytes"] = connect_name->second;
+    s.kafka.erase(connect_name);
+  }
+  if (!s.kafka.count("message.max.bytes"))
+    s.kafka["message.max.bytes"] = std::to_string(kConnectMaxRequestSize);
   // librdkafka's own queue must hold whatever max.queue.size and max.queue.size.in.bytes let
   // into flight, or a full queue would refuse records the relay has room for; the relay
   // handles that too (it holds the record and pauses the stream), but it should be rare.

@@ -168,6 +168,28 @@ TEST_CASE("a record over the topic's max.message.bytes: the broker refuses it") 
   ExpectDeadLetter(fx, {"too_large", Insert(111, "'Small'", big), 111, "MSG_SIZE_TOO_LARGE", {}});
 }
 
+// Debezium on Kafka Connect delivers records up to the producer's max.request.size (1,048,576
+// bytes by default); librdkafka's own default (1,000,000) would refuse one in between.
+TEST_CASE("a record of 1,040,000 bytes, over librdkafka's default but within Connect's "
+          "max.request.size and the broker's limits, is delivered") {
+  RelayFixture& fx = Shared();
+  REQUIRE(fx.broker().CreateTopic("outbox.event.Large", 1, 1).ok());
+  auto relay = fx.StartRelay(fx.WriteConfig("large_record", {}));
+  // {"blob": "x...x"}: 1,040,000 bytes of value with the JSON around the string.
+  const std::string big = "jsonb_build_object('blob', repeat('x', 1040000 - 12))";
+  fx.Exec(Insert(151, "'Large'", big));
+  fx.Exec(GoodRow(152));
+  const Lsn end = fx.CurrentWal();
+  auto large = ReadIds(fx.bootstrap_servers(), {"outbox.event.Large"}, {EventId(151)});
+  REQUIRE_MESSAGE(large.size() == 1, Log(fx));
+  const ConsumedRecord& record = large.begin()->second;
+  REQUIRE(record.value.has_value());
+  CHECK(record.value->size() == 1040000);
+  CHECK(ReadIds(fx.bootstrap_servers(), {kGoodTopic}, {EventId(152)}).size() == 1);
+  CHECK_MESSAGE(fx.WaitConfirmed("large_record", end, 30s) >= end, Log(fx));
+  CHECK(relay->Running());
+}
+
 // walrelay checks topic names itself (src/delivery/topic_name.h), so the broker never sees these;
 // the dead letter carries the same error name the broker's refusal would.
 TEST_CASE("a topic name Kafka forbids: refused before it reaches the broker") {

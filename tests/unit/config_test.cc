@@ -375,6 +375,22 @@ TEST_CASE("librdkafka's queue is sized to hold what max.queue.size lets into fli
   CHECK(overridden->kafka.at("queue.buffering.max.messages") == "5");
 }
 
+TEST_CASE("the largest record is Kafka Connect's max.request.size, not librdkafka's smaller "
+          "default; Connect's name sets it too, librdkafka's wins") {
+  auto defaults = Settings(Minimal(""));
+  REQUIRE(defaults.ok());
+  CHECK(defaults->kafka.at("message.max.bytes") == "1048576");
+  auto connect = Settings(Minimal(R"(,"kafka.max.request.size":"2000000")"));
+  REQUIRE(connect.ok());
+  CHECK(connect->kafka.at("message.max.bytes") == "2000000");
+  CHECK(connect->kafka.count("max.request.size") == 0);  // librdkafka does not know the name
+  auto both = Settings(
+      Minimal(R"(,"kafka.max.request.size":"2000000","kafka.message.max.bytes":"1000000")"));
+  REQUIRE(both.ok());
+  CHECK(both->kafka.at("message.max.bytes") == "1000000");
+  CHECK(both->kafka.count("max.request.size") == 0);
+}
+
 TEST_CASE("librdkafka's batches are half of max.queue.size.in.bytes, so none waits linger.ms") {
   auto defaults = Settings(Minimal(""));
   REQUIRE(defaults.ok());

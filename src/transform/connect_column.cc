@@ -572,7 +572,9 @@ Result<Datum> TemporalDatum(const Column& column, const PgType& t, const ColumnM
       int64_t nanos;
       if (!ReadTime(r, &nanos) || !r.Done()) return Fail(column, "a time");
       const int p = TimePrecision(t);
-      if (m.time == TimeMode::kIsoString) return StringDatum(IsoTime(nanos, -1) + "Z");
+      // 24:00:00 has no ISO-8601 local time: Debezium's LocalTime makes it midnight.
+      if (m.time == TimeMode::kIsoString)
+        return StringDatum(IsoTime(nanos % kNanosPerDay, -1) + "Z");
       if (m.time == TimeMode::kConnect) return IntDatum(nanos / 1'000'000);
       if (m.time == TimeMode::kAdaptiveTimeMicroseconds || (p > 3 && p <= 6))
         return IntDatum(nanos / 1000);

@@ -167,6 +167,8 @@ TEST_CASE("date, time and timestamp under time.precision.mode") {
   CHECK(Json(time, kIso) == "\"12:34:56.789012Z\"");
   CHECK(Json(time3, kIso) == "\"01:02:03.4Z\"");
   CHECK(Json(Col("time without time zone", "00:00:00"), kIso) == "\"00:00:00Z\"");
+  // PostgreSQL's 24:00:00 is Java's LocalTime midnight: Debezium prints 00:00:00Z.
+  CHECK(Json(Col("time without time zone", "24:00:00"), kIso) == "\"00:00:00Z\"");
   CHECK(ColumnSchemaJson(time, kDefaults) ==
         R"({"type":"int64","optional":true,"name":"io.debezium.time.MicroTime","version":1})");
   CHECK(ColumnSchemaJson(time3, kDefaults) ==

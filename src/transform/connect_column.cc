@@ -1,9 +1,11 @@
 #include "transform/connect_column.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
@@ -623,7 +625,9 @@ Result<Datum> TemporalDatum(const Column& column, const PgType& t, const ColumnM
       // as 30.4375 days (365.25 / 12).
       constexpr int64_t kMicrosPerMonth = 2'629'800'000'000;
       constexpr int64_t kMicrosPerDay = 86'400'000'000;
-      int64_t micros = 0;
+      // Summed wide, then saturated: Debezium sums in a double and Java's cast to long stops at
+      // Long.MAX_VALUE and Long.MIN_VALUE (PostgreSQL's intervals reach about 2^71 us).
+      __int128 micros = 0;
       std::string_view rest = text;
       while (!rest.empty()) {
         while (!rest.empty() && rest[0] == ' ') rest.remove_prefix(1);
@@ -640,7 +644,7 @@ Result<Datum> TemporalDatum(const Column& column, const PgType& t, const ColumnM
           if (!cr.Digits(1, 18, &h) || !cr.Char(':') || !cr.Digits(2, 2, &mi) || !cr.Char(':') ||
               !cr.Digits(2, 2, &s) || !cr.Fraction(&f) || !cr.Done())
             return Fail(column, "an interval");
-          const int64_t v = ((h * 60 + mi) * 60 + s) * 1'000'000 + f / 1000;
+          const __int128 v = ((__int128{h} * 60 + mi) * 60 + s) * 1'000'000 + f / 1000;
           micros += minus ? -v : v;
           continue;
         }
@@ -652,16 +656,18 @@ Result<Datum> TemporalDatum(const Column& column, const PgType& t, const ColumnM
         const std::string_view unit = rest.substr(0, space2);
         rest = space2 == std::string_view::npos ? std::string_view() : rest.substr(space2 + 1);
         if (StartsWith(unit, "year")) {
-          micros += n * 12 * kMicrosPerMonth;
+          micros += __int128{n} * 12 * kMicrosPerMonth;
         } else if (StartsWith(unit, "mon")) {
-          micros += n * kMicrosPerMonth;
+          micros += __int128{n} * kMicrosPerMonth;
         } else if (StartsWith(unit, "day")) {
-          micros += n * kMicrosPerDay;
+          micros += __int128{n} * kMicrosPerDay;
         } else {
           return Fail(column, "an interval");
         }
       }
-      return IntDatum(micros);
+      constexpr __int128 kMax = std::numeric_limits<int64_t>::max();
+      constexpr __int128 kMin = std::numeric_limits<int64_t>::min();
+      return IntDatum(static_cast<int64_t>(std::clamp(micros, kMin, kMax)));
     }
     default: break;
   }

@@ -1031,12 +1031,14 @@ class OutboxEventRouter final : public Transform {
                     ts->type + "'; only 'timestamp [(p)] without time zone' is accepted");
       }
       if (!ts->is_null()) {
-        auto parsed = ParsePgTimestampMillis(ts->text);
+        auto parsed = ParsePgTimestampMicros(ts->text);
         if (!parsed.ok()) {
           return fail("timestamp column '" + name + "' ('" + config_.timestamp_key +
                       "'): " + parsed.status().message());
         }
-        timestamp_ms = parsed.value();
+        // Debezium divides the column's microseconds by 1000 in Java: toward zero, also
+        // before the epoch (so 1969-12-31 23:59:59.9985 is -1, not -2).
+        timestamp_ms = parsed.value() / 1000;
         // Kafka Connect's worker checks a record's timestamp before producing it
         // (ConnectUtils.checkAndConvertTimestamp): -1, Kafka's "no timestamp", leaves it to
         // the producer, which stamps the send time; anything below fails the record. A

@@ -663,6 +663,14 @@ TEST_CASE("router: table.field.event.timestamp") {
     // -1 is Kafka's "no timestamp": the producer stamps the send time, as for Connect.
     Set(row, Text("created_at", "1969-12-31 23:59:59.999", "timestamp without time zone"));
     CHECK(Routed(*router, row).timestamp_ms == 0);
+    // Debezium turns microseconds into milliseconds by Java's division, toward zero: strictly
+    // between -2 and -1 ms is -1, the send time; between -1 ms and 0 it is 0.
+    Set(row, Text("created_at", "1969-12-31 23:59:59.9985", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    Set(row, Text("created_at", "1969-12-31 23:59:59.998001", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
+    Set(row, Text("created_at", "1969-12-31 23:59:59.9995", "timestamp without time zone"));
+    CHECK(Routed(*router, row).timestamp_ms == 0);
     // Earlier: Connect fails the record, and so does walrelay, naming column and value.
     Set(row, Text("created_at", "1969-12-31 23:59:59.998", "timestamp without time zone"));
     Status st = RouteError(*router, row);

@@ -814,13 +814,52 @@ std::vector<std::optional<std::string>> ParseArray(std::string_view text, bool* 
   return out;
 }
 
+// The number of top-level sub-arrays of a multi-dimensional array's text, "{{1,2},{3,4}}";
+// nullopt when the text is not one.
+std::optional<size_t> SubArrays(std::string_view text) {
+  if (text.size() < 4 || text[0] != '{' || text[1] != '{' || text.back() != '}')
+    return std::nullopt;
+  size_t count = 0;
+  int depth = 0;
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '\\') ++i;
+      else if (c == '"') quoted = false;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == '{') {
+      if (++depth == 2) ++count;
+    } else if (c == '}') {
+      if (--depth < 0) return std::nullopt;
+    }
+  }
+  if (depth != 0 || quoted) return std::nullopt;
+  return count;
+}
+
 Result<Datum> ArrayDatum(const Column& column, const PgType& t, const ColumnModes& m) {
   if (column.is_null()) return Datum{};
+  // A multi-dimensional array: Debezium's array schema has scalar items, so it writes one null
+  // per sub-array (and never fails the record).
+  if (const std::optional<size_t> rows = SubArrays(column.text)) {
+    std::string nulls = "[";
+    for (size_t i = 0; i < *rows; ++i) nulls += i == 0 ? "null" : ",null";
+    return Datum{Datum::Kind::kRawJson, nulls + "]"};
+  }
   bool ok = false;
   const auto elements = ParseArray(column.text, &ok);
   if (!ok) return Fail(column, "an array");
   PgType element_type = t;
   element_type.array = false;
+  // Debezium's Decimal cannot hold NaN or an infinity: converting the array fails, and it
+  // writes the whole column as null (decimal.handling.mode=precise; double and string hold
+  // them).
+  if (element_type.kind == PgKind::kNumeric && m.decimal == DecimalMode::kPrecise) {
+    for (const auto& e : elements)
+      if (e && SpecialNumber(*e)) return Datum{};
+  }
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   w.StartArray();

@@ -258,6 +258,15 @@ TEST_CASE("types no mode governs: schemas, optional, arrays") {
   CHECK(Json(Col("integer[]", "{1,2,NULL}"), kDefaults) == "[1,2,null]");
   CHECK(Json(Col("text[]", R"({a,"b c"})"), kDefaults) == R"(["a","b c"])");
   CHECK(Json(Col("text[]", "{}"), kDefaults) == "[]");
+  // Multi-dimensional: Debezium's items are scalars, so it writes one null per sub-array.
+  CHECK(Json(Col("integer[]", "{{1,2},{3,4},{5,6}}"), kDefaults) == "[null,null,null]");
+  CHECK(Json(Col("text[]", R"({{"a}","{b"},{c,d}})"), kString) == "[null,null]");
+  // numeric[] with NaN or an infinity: Debezium's Decimal cannot hold it, and the whole
+  // column is null under decimal.handling.mode=precise; double and string hold them.
+  CHECK(Json(Col("numeric[]", "{1.5,NaN}"), kDefaults) == "null");
+  CHECK(Json(Col("numeric[]", "{Infinity}"), kDefaults) == "null");
+  CHECK(Json(Col("numeric[]", "{1.5,NULL}"), kDefaults).find("null]") != std::string::npos);
+  CHECK(Json(Col("numeric[]", "{1.5,NaN}"), kString) == R"(["1.5","NAN"])");
   CHECK(ColumnSchemaJson(Col("integer[]", ""), kDefaults) ==
         R"({"type":"array","items":{"type":"int32","optional":true},"optional":true})");
   CHECK(ColumnSchemaJson(Col("text[]", ""), kDefaults) ==

@@ -151,9 +151,9 @@ std::string TraceContinuer::RandomHex(size_t bytes) {
 
 namespace {
 
-// OpenTelemetry Java's W3CTraceContextPropagator reading of `traceparent`: the trace id, the
-// sampled flag; nullopt when invalid.
-std::optional<std::pair<std::string, bool>> ParseTraceparent(std::string_view v) {
+// OpenTelemetry Java's W3CTraceContextPropagator reading of `traceparent`: the trace id and
+// the flags byte; nullopt when invalid.
+std::optional<std::pair<std::string, int>> ParseTraceparent(std::string_view v) {
   constexpr size_t kLength = 55;
   if (v.size() < kLength) return std::nullopt;
   const std::string_view version = v.substr(0, 2);
@@ -166,7 +166,7 @@ std::optional<std::pair<std::string, bool>> ParseTraceparent(std::string_view v)
     return std::nullopt;
   }
   if (HexValue(flags[0]) < 0 || HexValue(flags[1]) < 0) return std::nullopt;
-  return std::make_pair(std::string(trace), (HexValue(flags[1]) & 1) == 1);
+  return std::make_pair(std::string(trace), HexValue(flags[0]) * 16 + HexValue(flags[1]));
 }
 
 // W3C tracestate as OpenTelemetry reads it: up to 32 comma-separated key=value members with
@@ -222,7 +222,7 @@ std::optional<std::string> ParseTracestate(std::string_view v) {
 }  // namespace
 
 TraceHeaders TraceContinuer::Continue(const std::optional<std::string>& properties) {
-  std::optional<std::pair<std::string, bool>> parent;
+  std::optional<std::pair<std::string, int>> parent;
   std::optional<std::string> state;
   if (properties) {
     const auto props = ParseJavaProperties(*properties);
@@ -234,10 +234,11 @@ TraceHeaders TraceContinuer::Continue(const std::optional<std::string>& properti
     }
   }
   TraceHeaders out;
-  // A child keeps the parent's trace and sampled flag. A new trace is sampled, and its flags
-  // also carry the W3C "random trace id" bit (0x02), as OpenTelemetry Java sets for the ids
-  // it generates.
-  const std::string flags = parent ? (parent->second ? "-01" : "-00") : "-03";
+  // A child keeps the parent's trace, its sampled flag (0x01) and its W3C "random trace id"
+  // flag (0x02); OpenTelemetry Java drops the other bits (a parent's ff gives 03). A new trace
+  // is sampled and random: 03, as OpenTelemetry Java sets for the ids it generates.
+  static constexpr const char* kFlags[] = {"-00", "-01", "-02", "-03"};
+  const std::string flags = parent ? kFlags[parent->second & 0x03] : "-03";
   const std::string trace = parent ? parent->first : RandomHex(16);
   out.traceparent = "00-" + trace + "-" + RandomHex(8) + flags;
   out.tracestate = std::move(state);

@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <regex>
+#include <string>
+#include <utility>
+#include <vector>
 
 using namespace walrelay;
 
@@ -43,6 +46,15 @@ TEST_CASE("the child context keeps the trace, takes a new span id and the sample
   CHECK(unsampled.traceparent.substr(3, 32) == trace);
   CHECK(unsampled.traceparent.substr(53) == "00");
   CHECK_FALSE(unsampled.tracestate.has_value());
+
+  // Flags beyond sampled: the random-trace-id bit is kept, the other bits dropped.
+  for (const auto& [parent_flags, child_flags] : std::vector<std::pair<std::string, std::string>>{
+           {"ff", "03"}, {"02", "02"}, {"03", "03"}, {"fe", "02"}, {"81", "01"}}) {
+    TraceHeaders child =
+        t.Continue("traceparent=00-" + trace + "-b7ad6b7169203331-" + parent_flags);
+    CHECK(child.traceparent.substr(3, 32) == trace);
+    CHECK_MESSAGE(child.traceparent.substr(53) == child_flags, "parent flags " << parent_flags);
+  }
 
   // An invalid tracestate is dropped, the parent kept.
   TraceHeaders bad_state = t.Continue(parent + "tracestate=Not Valid");

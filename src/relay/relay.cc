@@ -568,7 +568,6 @@ void Relay::FinishShutdown() {
   }
   pipeline_->Stopping();
   output_->PurgeAll();
-  boost::system::error_code ignored;
   for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &caught_up_timer_,
                       &boundary_timer_, &gather_timer_}) {
     timer->cancel();

@@ -2,7 +2,9 @@
 # Runs ctest in the current build directory with the arguments given, then runs each suite that
 # failed once more, only to tell a broken suite from a flaky one: either fails the run. A suite
 # that passes only on its second try is reported at the end as flaky, with its first failure,
-# and counted: a bug to fix, never a pass. scripts/test.sh calls it in build/.
+# and counted: a bug to fix, never a pass. The one exception is a suite quarantined in
+# tests/known-flaky.txt for a bug an open issue tracks: reported as KNOWN FLAKY with its issue,
+# it fails the run only when it fails twice. scripts/test.sh calls it in build/.
 set -euo pipefail
 first_run=Testing/first-run.log
 failed_list=Testing/Temporary/LastTestsFailed.log
@@ -25,9 +27,16 @@ still_failed=()
 if ! ctest --output-on-failure --rerun-failed "$@"; then
   mapfile -t still_failed < <(sed 's/^[0-9]*://' "$failed_list")
 fi
+# Suites quarantined for a bug an open issue tracks (tests/known-flaky.txt, next to build/).
+known_file=${WALRELAY_KNOWN_FLAKY:-"$(dirname "$0")/../tests/known-flaky.txt"}
+known_issue() {
+  [ -f "$known_file" ] && awk -v name="$1" '$1 == name { print $2; exit }' "$known_file"
+}
 flaky=()
+known=()
 for t in "${first_failed[@]}"; do
-  printf '%s\n' "${still_failed[@]}" | grep -qxF "$t" || flaky+=("$t")
+  printf '%s\n' "${still_failed[@]}" | grep -qxF "$t" && continue
+  if [ -n "$(known_issue "$t")" ]; then known+=("$t"); else flaky+=("$t"); fi
 done
 echo
 echo "test.sh: summary of ${total:-?} suites"
@@ -40,7 +49,10 @@ for t in "${flaky[@]}"; do
     inside && /^ *[0-9]+\/[0-9]+ Test +#/ { inside = 0 }' "$first_run" | cut -c1-300)
   echo "  FLAKY (passed only on its second try): $t; first failure: ${first:-see its output above}"
 done
+for t in "${known[@]}"; do
+  echo "  KNOWN FLAKY ($(known_issue "$t"), tests/known-flaky.txt): $t failed once, then passed"
+done
 failed=$(( ${#still_failed[@]} + ${#flaky[@]} ))
-echo "test.sh: ${#flaky[@]} flaky, ${#still_failed[@]} failed twice"
-echo "$(( ${total:-0} - failed )) passed, $failed failed"
-exit 1
+echo "test.sh: ${#flaky[@]} flaky, ${#still_failed[@]} failed twice, ${#known[@]} known flaky"
+echo "$(( ${total:-0} - failed - ${#known[@]} )) passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -141,8 +141,12 @@ void OffsetCommits::Rebalance(rd_kafka_resp_err_t event,
           std::string("incremental assign failed: ") + rd_kafka_error_string(error));
       rd_kafka_error_destroy(error);
     }
-    // Assigned while the consumer waits inside a record: held back like the others.
+    // Assigned while the consumer waits inside a record: held back like the others. Otherwise
+    // resumed explicitly: librdkafka keeps a partition's pause across its revocation, so one
+    // revoked during a wait (and not resumed with the rest, being no longer assigned) would
+    // come back paused and never be fetched again.
     if (paused_) rd_kafka_pause_partitions(consumer_, partitions);
+    else rd_kafka_resume_partitions(consumer_, partitions);
     return;
   }
   if (event == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {

@@ -126,6 +126,8 @@ class HandlerContext {
     if (prelude_ != nullptr) prelude_->Flush();
     return conn_;
   }
+  // Whether the store gives handlers a connection (PostgresStore), without touching it.
+  bool has_connection() const { return conn_ != nullptr; }
   // For stores: statements to send before the handler's first one.
   void set_prelude(SqlPrelude* prelude) { prelude_ = prelude; }
 
@@ -235,9 +237,14 @@ class IdempotencyStore {
   // Gives up the claim after a failed run (the key stays PENDING, attempts kept).
   virtual Status Release(const std::string& consumer, const std::string& key,
                          const std::string& owner, const std::string& error) = 0;
-  // Marks the key FAILED (dead-lettered) with a retention of `failed_ttl`.
-  virtual Status MarkFailed(const std::string& consumer, const std::string& key,
-                            const std::string& error, std::chrono::milliseconds failed_ttl) = 0;
+  // Marks the key FAILED (dead-lettered) with a retention of `failed_ttl`, if it is still
+  // `owner`'s claim with `fencing_token` (0: the owner alone is checked) or no longer exists.
+  // False when the key was left alone: another claim holds it, or it is COMPLETED; the failure
+  // of a claim that was taken over is dropped like the claim.
+  virtual Result<bool> MarkFailed(const std::string& consumer, const std::string& key,
+                                  const std::string& owner, int64_t fencing_token,
+                                  const std::string& error,
+                                  std::chrono::milliseconds failed_ttl) = 0;
   // Deletes up to `batch_size` expired keys; returns how many. Stores whose keys expire on
   // their own return 0.
   virtual Result<int64_t> CleanupBatch(int batch_size) = 0;
@@ -306,8 +313,9 @@ class PostgresStore final : public IdempotencyStore {
                          const Message& message, int attempt, const Handler& handler) override;
   Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
                  const std::string& error) override;
-  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
-                    std::chrono::milliseconds failed_ttl) override;
+  Result<bool> MarkFailed(const std::string& consumer, const std::string& key,
+                          const std::string& owner, int64_t fencing_token, const std::string& error,
+                          std::chrono::milliseconds failed_ttl) override;
   Result<int64_t> CleanupBatch(int batch_size) override;
   // One pipelined transaction claims the whole batch; one transaction runs it, with a
   // savepoint per record so a failed handler undoes only its own writes.
@@ -382,8 +390,9 @@ class RedisStore final : public IdempotencyStore {
                          const Message& message, int attempt, const Handler& handler) override;
   Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
                  const std::string& error) override;
-  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
-                    std::chrono::milliseconds failed_ttl) override;
+  Result<bool> MarkFailed(const std::string& consumer, const std::string& key,
+                          const std::string& owner, int64_t fencing_token, const std::string& error,
+                          std::chrono::milliseconds failed_ttl) override;
   // Redis expires keys itself (every key carries a TTL): always 0.
   Result<int64_t> CleanupBatch(int batch_size) override;
   // Single node: the batch's claims in one pipeline; each COMPLETED mark is sent as soon as
@@ -463,8 +472,9 @@ class DynamoStore final : public IdempotencyStore {
                          const Message& message, int attempt, const Handler& handler) override;
   Status Release(const std::string& consumer, const std::string& key, const std::string& owner,
                  const std::string& error) override;
-  Status MarkFailed(const std::string& consumer, const std::string& key, const std::string& error,
-                    std::chrono::milliseconds failed_ttl) override;
+  Result<bool> MarkFailed(const std::string& consumer, const std::string& key,
+                          const std::string& owner, int64_t fencing_token, const std::string& error,
+                          std::chrono::milliseconds failed_ttl) override;
   // DynamoDB's TTL deletes expired items: always 0.
   Result<int64_t> CleanupBatch(int batch_size) override;
   // The batch's claims on up to eight connections at once (one conditional write per key).
@@ -582,7 +592,10 @@ struct ConsumerStats {
   int64_t takeovers = 0;           // expired claims taken over
   int64_t payload_mismatches = 0;  // keys that came back with another payload
   int64_t claims = 0;              // claims granted (a handler run may follow)
-  int64_t handler_runs = 0;        // handler calls, and their total duration
+  // Claimed records whose handler the consumer did not start, and claimed again: the claim had
+  // waited half its lease behind the records before it, or the group was due a poll.
+  int64_t handlers_not_started = 0;
+  int64_t handler_runs = 0;  // handler calls, and their total duration
   double handler_seconds = 0;
 };
 

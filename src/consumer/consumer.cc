@@ -24,6 +24,7 @@
 #include <random>
 #include <set>
 
+#include "consumer/claim_rules.h"
 #include "consumer/internal.h"
 #include "consumer/kafka_handles.h"
 #include "consumer/offset_commits.h"
@@ -35,6 +36,18 @@ using Clock = std::chrono::steady_clock;
 
 // Headers the dead-letter record carries on top of the original ones.
 constexpr const char* kDlqPrefix = "__walrelay.consumer.";
+
+// The error class of a handler the consumer did not start (HandlerGate): the store sees a
+// failed run, gives back the batch's later claims, and the consumer claims the record again.
+constexpr const char* kNotStarted = "walrelay.not-started";
+
+bool NotStarted(const HandlerResult& h) {
+  return h.kind == HandlerResult::Kind::kRetry && h.error_class == kNotStarted;
+}
+
+std::chrono::milliseconds Since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t);
+}
 
 // Consumer properties that would break the offset rule are refused rather than overridden
 // silently.
@@ -84,6 +97,7 @@ struct DeadLetterReason {
   std::string error_class;
   std::string message;
   int attempts = 0;
+  int64_t fencing_token = 0;  // of the claim it went out under
 };
 
 // A polled record: the librdkafka message (for its offset), its copy, and the revocation
@@ -133,8 +147,22 @@ struct Consumer::Impl {
   std::set<std::pair<std::string, int32_t>> fast_partitions;
   uint64_t fast_epoch = 0;
 
+  // When the call that made the latest claims left (Acquire, ClaimAndRunBatch): the age the
+  // gate before each handler gives their claims (consumer/claim_rules.h).
+  Clock::time_point claims_sent_at = Clock::now();
+  // When this member last polled the group, and how long it may go without (PollBudget).
+  Clock::time_point last_poll = Clock::now();
+  std::chrono::milliseconds poll_budget{100000};
+  // Why the latest handler the gate stopped was not started.
+  HandlerGate last_gate = HandlerGate::kRun;
+  // Handlers that returned Done whose COMPLETED mark is not known to be applied, by key: a
+  // claim of the key granted again gets this result, and the mark is sent again, instead of a
+  // second run. Only for stores whose handlers get no transaction (a PostgresStore run whose
+  // mark did not commit was undone with it). Emptied after each poll batch.
+  std::map<std::string, HandlerResult> done_unmarked;
+
   std::atomic<int64_t> completed{0}, duplicates{0}, dead_lettered{0}, retries{0}, conflicts{0},
-      takeovers{0}, payload_mismatches{0}, claims{0};
+      takeovers{0}, payload_mismatches{0}, claims{0}, not_started{0};
   // Handler durations: upper bounds in seconds, a count per bucket (not cumulative), the sum.
   static constexpr double kBuckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30};
   static constexpr size_t kBucketCount = sizeof(kBuckets) / sizeof(kBuckets[0]);
@@ -160,18 +188,34 @@ struct Consumer::Impl {
   // Waits `d` while polling the group with every partition paused, so the group does not
   // evict this member for not polling (max.poll.interval.ms); records that arrive anyway are
   // kept in `backlog`. False when Stop() was called or Kafka failed fatally.
+  // It polls at least once, so Wait(0ms) tells the group this member is alive.
   bool Wait(std::chrono::milliseconds d) {
     const auto deadline = Clock::now() + d;
     offsets->Pause();
     while (!stop && fatal.ok()) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) break;
       KafkaMessagePtr msg(rd_kafka_consumer_poll(
-          consumer.get(), static_cast<int>(std::min<int64_t>(left.count(), 50))));
+          consumer.get(), static_cast<int>(std::clamp<int64_t>(left.count(), 0, 50))));
+      last_poll = Clock::now();
       if (msg) Take(std::move(msg), backlog);
+      if (left.count() <= 0) break;
     }
     offsets->Resume();
+    return !stop && fatal.ok();
+  }
+
+  // The gate before a claimed record's handler (consumer/claim_rules.h).
+  HandlerGate Gate() const {
+    return GateBeforeHandler(Since(claims_sent_at), options.lease, Since(last_poll) >= poll_budget);
+  }
+
+  // After a handler the gate did not start: its claim is given back uncounted, and the group
+  // is polled when that was why. False when Stop() was called or Kafka failed fatally.
+  bool AfterNotStarted(const std::string& key) {
+    ++not_started;
+    (void)store->Unclaim(options.name, key, owner);
+    if (last_gate == HandlerGate::kPollDue) return Wait(std::chrono::milliseconds(0));
     return !stop && fatal.ok();
   }
 
@@ -224,6 +268,7 @@ struct Consumer::Impl {
   Status ProcessBatch(std::deque<Polled>& batch);
   // The record is finished: observers, then its offset.
   void Finish(const Polled& p, const RecordOutcome& outcome) {
+    done_unmarked.erase(outcome.idempotency_key);
     if (options.on_processed) options.on_processed(p.message, outcome);
     offsets->Finished(p.raw.get());
   }
@@ -249,7 +294,7 @@ struct Consumer::Impl {
 
 Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& key,
                                          const DeadLetterReason& why) {
-  KafkaHeadersPtr headers(rd_kafka_headers_new(m.headers.size() + 9));
+  KafkaHeadersPtr headers(rd_kafka_headers_new(m.headers.size() + 11));
   for (const auto& h : m.headers)
     rd_kafka_header_add(headers.get(), h.key.data(), static_cast<ssize_t>(h.key.size()),
                         h.value ? h.value->data() : nullptr,
@@ -267,6 +312,8 @@ Status Consumer::Impl::PublishDeadLetter(const Message& m, const std::string& ke
   add("original.topic", m.topic);
   add("original.partition", std::to_string(m.partition));
   add("original.offset", std::to_string(m.offset));
+  add("owner", owner);
+  add("fencing.token", std::to_string(why.fencing_token));
 
   DeliverySlot slot;
   // The macros cast their arguments without parentheses: pass plain variables.
@@ -318,10 +365,15 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
     return Wait(options.store_retry_backoff);
   };
 
+  // A dead letter decided under a claim that aged before it could be published: it goes out
+  // under the next claim this member is granted (without running the handler again), or is
+  // dropped when the key turns out to be another member's to finish.
+  std::optional<DeadLetterReason> decided;
   while (!stop) {
     // A partition revoked while this record waited: its new owner handles the record.
     if (Stale(p)) return std::optional<RecordOutcome>();
     const bool seeded = seed.claim.has_value();
+    if (!seeded) claims_sent_at = Clock::now();
     auto claim = seeded ? Result<Claim>(*seed.claim)
                         : store->Acquire(options.name, *key, owner, options.lease, m);
     seed.claim.reset();
@@ -391,7 +443,10 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
     }
 
     DeadLetterReason reason;
-    if (claim->attempts > options.max_attempts) {
+    if (decided) {
+      reason = *decided;
+      decided.reset();
+    } else if (claim->attempts > options.max_attempts) {
       // Earlier runs used up the attempts (some may have crashed the process).
       reason = {"AttemptsExhausted",
                 "no run succeeded in " + std::to_string(options.max_attempts) +
@@ -419,6 +474,15 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
                                    "lease is shorter than the handler's run");
         continue;
       }
+      if (NotStarted(run->handler)) {
+        // Claimed too slowly to be sure of the claim (a store answering in more than half
+        // the lease), or the group is due a poll: claimed again.
+        if (last_gate == HandlerGate::kClaimAged)
+          Log(LogLevel::kWarn, ctx + ": " + run->handler.message);
+        if (!AfterNotStarted(*key)) break;
+        if (last_gate == HandlerGate::kClaimAged && !Wait(options.store_retry_backoff)) break;
+        continue;
+      }
       const HandlerResult& h = run->handler;
       const std::string error = h.error_class + ": " + h.message;
       const bool permanent = h.kind == HandlerResult::Kind::kReject ||
@@ -441,14 +505,34 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
           claim->attempts};
     }
 
-    WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
     const std::string error = reason.error_class + ": " + reason.message;
+    // The dead letter and the FAILED mark only under a claim still this member's: a run that
+    // outlived half its lease may have lost the key to another member, whose effect a replayed
+    // dead letter would then repeat.
+    if (!ClaimStillHeld(Since(claims_sent_at), options.lease)) {
+      Log(LogLevel::kWarn, ctx + ": the claim aged before its dead letter went out (" + error +
+                               "); claiming the key again first");
+      (void)store->Release(options.name, *key, owner, error);
+      decided = reason;
+      continue;
+    }
+    reason.fencing_token = claim->fencing_token;
+    WALRELAY_RETURN_IF_ERROR(PublishDeadLetter(m, *key, reason));
     while (true) {
-      Status st = store->MarkFailed(options.name, *key, error, options.failed_ttl);
-      if (st.ok()) break;
-      if (st.code() != ErrorCode::kConnection) return st.WithContext(ctx);
+      auto marked = store->MarkFailed(options.name, *key, owner, claim->fencing_token, error,
+                                      options.failed_ttl);
+      if (marked.ok()) {
+        if (!*marked)
+          Log(LogLevel::kError,
+              ctx + ": the key passed to another claim while its dead letter (owner " + owner +
+                  ", fencing token " + std::to_string(claim->fencing_token) +
+                  ") was published; the key is left to that claim. Replay this dead letter "
+                  "only if the key is FAILED in the store");
+        break;
+      }
+      if (marked.status().code() != ErrorCode::kConnection) return marked.status().WithContext(ctx);
       // Not marked: a redelivery would dead-letter the record once more, nothing worse.
-      if (!store_down(st)) return std::optional<RecordOutcome>();
+      if (!store_down(marked.status())) return std::optional<RecordOutcome>();
     }
     Log(LogLevel::kError, ctx + ": dead-lettered to " + options.dead_letter_topic + ": " + error);
     outcome.kind = RecordOutcome::Kind::kDeadLettered;
@@ -513,6 +597,7 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     bool warm = true;
     for (size_t j = 0; j < run.size() && warm; ++j)
       warm = fast_partitions.count({run[j].message->topic, run[j].message->partition}) > 0;
+    claims_sent_at = Clock::now();
     auto done =
         warm ? store->ClaimAndRunBatch(options.name, run, owner, options.lease,
                                        options.completed_ttl, accept, handler)
@@ -559,6 +644,7 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     size_t next_run = 0;
     size_t j = 0;
     bool resume = false;
+    bool reclaim = false;  // record j's handler was not started: it is claimed again
     for (; j < cut; ++j) {
       const Polled& p = batch[i + j];
       const Claim& c = run[j].claim;
@@ -587,6 +673,21 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
         if (!*go_on) return Status::Ok();
         continue;
       }
+      if (NotStarted(o.handler)) {
+        // Its claim had aged behind the records before it, or the group is due a poll. The
+        // first record of a batch goes alone (a claim of its own), so a store slower than
+        // half the lease still gets through; the others are claimed with the next batch.
+        if (!AfterNotStarted(run[j].key)) return Status::Ok();
+        if (next_run == 1 && last_gate == HandlerGate::kClaimAged) {
+          auto go_on = alone(p);
+          if (!go_on.ok()) return go_on.status();
+          if (!*go_on) return Status::Ok();
+          ++j;
+          resume = true;
+        }
+        reclaim = true;
+        break;
+      }
       // Failed: retried (or dead-lettered) alone, from this run's claim and failure.
       auto go_on = alone(p, Seed{c, o});
       if (!go_on.ok()) return go_on.status();
@@ -596,7 +697,7 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
       break;
     }
     i += j;
-    if (resume || j < cut) continue;
+    if (resume || reclaim || j < cut) continue;
     if (cut < run.size()) {  // held elsewhere, or out of attempts: alone, from its claim
       auto go_on = alone(batch[i], Seed{claims_of[cut], std::nullopt});
       if (!go_on.ok()) return go_on.status();
@@ -703,13 +804,31 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options, Idem
 
   impl->store = &store;
   // Every handler call is timed for the metrics, whichever store calls it.
+  impl->poll_budget = PollBudget(std::chrono::milliseconds(poll_interval_ms));
+  // Every store calls the handler through this, on Run()'s thread: an effect already done is
+  // never repeated, a claim that may be gone never runs, and every call is timed.
   impl->handler = [raw, handler = std::move(handler)](HandlerContext& ctx) {
+    const std::string& key = ctx.idempotency_key();
+    if (auto done = raw->done_unmarked.find(key); done != raw->done_unmarked.end())
+      return done->second;  // the effect happened: the store sends the mark again
+    if (const HandlerGate gate = raw->Gate(); gate != HandlerGate::kRun) {
+      raw->last_gate = gate;
+      return HandlerResult::Retry(
+          kNotStarted, std::string("handler not started (") + HandlerGateName(gate) +
+                           "): the claim left " +
+                           std::to_string(Since(raw->claims_sent_at).count()) + " ms ago, lease " +
+                           std::to_string(raw->options.lease.count()) + " ms; last poll " +
+                           std::to_string(Since(raw->last_poll).count()) + " ms ago, budget " +
+                           std::to_string(raw->poll_budget.count()) + " ms");
+    }
     struct Timer {
       Impl* impl;
       Clock::time_point start = Clock::now();
       ~Timer() { impl->ObserveHandler(Clock::now() - start); }
     } timer{raw};
-    return handler(ctx);
+    HandlerResult h = handler(ctx);
+    if (h.kind == HandlerResult::Kind::kDone && !ctx.has_connection()) raw->done_unmarked[key] = h;
+    return h;
   };
   impl->owner = MakeOwnerToken();
   impl->consumer = std::move(consumer).value();
@@ -740,10 +859,12 @@ Status Consumer::Run() {
     }
     if (batch.empty()) {
       KafkaMessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 100));
+      d.last_poll = Clock::now();
       if (msg) d.Take(std::move(msg), batch);
     }
     while (!batch.empty() && batch.size() < d.options.max_batch && d.fatal.ok()) {
       KafkaMessagePtr msg(rd_kafka_consumer_poll(d.consumer.get(), 0));
+      d.last_poll = Clock::now();
       if (!msg) break;
       d.Take(std::move(msg), batch);
     }
@@ -753,7 +874,9 @@ Status Consumer::Run() {
     }
     if (batch.empty()) continue;
     // A record interrupted by Stop() is not committed, and is redelivered later.
-    if (Status st = d.ProcessBatch(batch); !st.ok()) {
+    Status processed = d.ProcessBatch(batch);
+    d.done_unmarked.clear();
+    if (Status st = processed; !st.ok()) {
       result = st;
       break;
     }
@@ -785,6 +908,7 @@ ConsumerStats Consumer::stats() const {
   const Impl& d = *impl_;
   ConsumerStats s{d.completed, d.duplicates, d.dead_lettered,      d.retries,
                   d.conflicts, d.takeovers,  d.payload_mismatches, d.claims};
+  s.handlers_not_started = d.not_started;
   s.handler_runs = d.handler_runs;
   s.handler_seconds = static_cast<double>(d.handler_micros.load()) / 1e6;
   return s;
@@ -817,6 +941,10 @@ std::string Consumer::MetricsText() const {
   counter("payload_mismatches_total", "Keys that came back with another payload.",
           d.payload_mismatches);
   counter("retries_total", "Failed handler runs that were tried again.", d.retries);
+  counter("handlers_not_started_total",
+          "Claimed records whose handler was not started (the claim had aged, or a poll was "
+          "due): claimed again.",
+          d.not_started);
   counter("dead_letters_total", "Records sent to the dead-letter topic.", d.dead_lettered);
   out += "# HELP walrelay_consumer_handler_seconds Handler run durations.\n";
   out += "# TYPE walrelay_consumer_handler_seconds histogram\n";

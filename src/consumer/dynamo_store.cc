@@ -536,22 +536,26 @@ Status DynamoStore::Unclaim(const std::string& consumer, const std::string& key,
   return r.ok() ? Status::Ok() : r.status().WithContext("giving back key '" + key + "'");
 }
 
-Status DynamoStore::MarkFailed(const std::string& consumer, const std::string& key,
-                               const std::string& error, std::chrono::milliseconds failed_ttl) {
+Result<bool> DynamoStore::MarkFailed(const std::string& consumer, const std::string& key,
+                                     const std::string& owner, int64_t fencing_token,
+                                     const std::string& error,
+                                     std::chrono::milliseconds failed_ttl) {
   Impl& d = *impl_;
   d.tokens.erase(d.Name(consumer, key));
   const int64_t now = NowMs();
   Write w;
   w.update = "SET #st = :failed, #ow = :none, last_error = :err, expires_at = :exp";
-  // A COMPLETED key is left alone.
-  w.condition = "attribute_not_exists(#st) OR #st <> :completed";
-  w.values = {{":failed", S("FAILED")},
-              {":none", S("")},
-              {":err", S(error)},
-              {":exp", N(TtlSeconds(now + failed_ttl.count()))},
-              {":completed", S("COMPLETED")}};
+  // Only this claim's failure, or a key no longer there: a COMPLETED key, or one another
+  // claim holds, is left alone.
+  w.condition = "attribute_not_exists(#st) OR (#st = :pending AND #ow = :me" +
+                std::string(fencing_token > 0 ? " AND fence = :token)" : ")");
+  w.values = {{":failed", S("FAILED")},   {":none", S("")},
+              {":err", S(error)},         {":exp", N(TtlSeconds(now + failed_ttl.count()))},
+              {":pending", S("PENDING")}, {":me", S(owner)}};
+  if (fencing_token > 0) w.values[":token"] = N(fencing_token);
   auto r = d.Update(*d.client, consumer, key, w);
-  return r.ok() ? Status::Ok() : r.status().WithContext("marking key '" + key + "' FAILED");
+  if (!r.ok()) return r.status().WithContext("marking key '" + key + "' FAILED");
+  return *r;
 }
 
 Result<int64_t> DynamoStore::CleanupBatch(int) { return int64_t{0}; }

@@ -1024,11 +1024,14 @@ Status PostgresStore::Release(const std::string& consumer, const std::string& ke
   return Status::Ok();
 }
 
-Status PostgresStore::MarkFailed(const std::string& consumer, const std::string& key,
-                                 const std::string& error, std::chrono::milliseconds failed_ttl) {
+Result<bool> PostgresStore::MarkFailed(const std::string& consumer, const std::string& key,
+                                       const std::string& owner, int64_t, const std::string& error,
+                                       std::chrono::milliseconds failed_ttl) {
   Impl& d = *impl_;
   WALRELAY_RETURN_IF_ERROR(d.EnsureConnected());
   const std::string& t = d.options.table;
+  // Only this owner's claim (the row lock of a run excludes a second runner; the owner is what
+  // a takeover changes), or a key no longer there; a COMPLETED key is left alone.
   auto r =
       d.Exec("INSERT INTO " + t +
                  " AS k (consumer_name, idempotency_key, state, attempts,"
@@ -1037,10 +1040,10 @@ Status PostgresStore::MarkFailed(const std::string& consumer, const std::string&
                  " ON CONFLICT (consumer_name, idempotency_key) DO UPDATE SET state = 'FAILED',"
                  " locked_by = NULL, last_error = EXCLUDED.last_error,"
                  " expires_at = EXCLUDED.expires_at, updated_at = now()"
-                 " WHERE k.state <> 'COMPLETED'",
-             {consumer, key, error, Ms(failed_ttl)});
+                 " WHERE k.state = 'PENDING' AND k.locked_by = $5 RETURNING 1",
+             {consumer, key, error, Ms(failed_ttl), owner});
   if (!r.ok()) return r.status().WithContext("marking key '" + key + "' FAILED in " + t);
-  return Status::Ok();
+  return PQntuples(r->get()) == 1;
 }
 
 Result<int64_t> PostgresStore::CleanupBatch(int batch_size) {

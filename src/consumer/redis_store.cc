@@ -138,9 +138,16 @@ redis.call('HSET', KEYS[1], 'owner', '', 'last_error', ARGV[2])
 return 'OK'
 )lua";
 
-// KEYS[1] key. ARGV: error, failed ttl ms. OK, or COMPLETED (left alone).
+// KEYS[1] key. ARGV: error, failed ttl ms, owner, fencing token ('' = the owner alone). OK;
+// COMPLETED or LOST (left alone) when the key is done or held by another claim: a stale
+// holder's failure never overrides the current holder.
 constexpr const char* kFailScript = R"lua(
-if redis.call('HGET', KEYS[1], 'state') == 'COMPLETED' then return 'COMPLETED' end
+local f = redis.call('HMGET', KEYS[1], 'state', 'owner', 'fence')
+if f[1] == 'COMPLETED' then return 'COMPLETED' end
+if f[1] then
+  if f[1] ~= 'PENDING' or f[2] ~= ARGV[3] then return 'LOST' end
+  if ARGV[4] ~= '' and (f[3] or '0') ~= ARGV[4] then return 'LOST' end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ttl = tonumber(ARGV[2])
@@ -713,9 +720,8 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
     return c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
   };
 
-  std::vector<Claim> claims;  // read so far, in record order
-  std::deque<size_t> calls;   // keys of each claim call sent and not yet read, in order
-  std::vector<Clock::time_point> claimed_at(n);  // when each record's claim call left
+  std::vector<Claim> claims;   // read so far, in record order
+  std::deque<size_t> calls;    // keys of each claim call sent and not yet read, in order
   std::vector<size_t> unread;  // outcomes whose marks were sent on this connection, unread
   std::vector<RunOutcome> outcomes;
   std::vector<size_t> ran;            // the record of each outcome
@@ -738,8 +744,6 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       }
       d.Append(args);
       calls.push_back(count);
-      std::fill(claimed_at.begin() + static_cast<std::ptrdiff_t>(at),
-                claimed_at.begin() + static_cast<std::ptrdiff_t>(at + count), Clock::now());
     }
     if (d.Flush()) return Status::Ok();
     d.ctx.reset();
@@ -795,7 +799,6 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
   if (Status st = send_claims(0); !st.ok()) return fail(st);
   size_t cut = n;
   size_t stop = n;  // the record whose handler failed
-  size_t aged = n;  // the first record not run because its claim had aged
   for (size_t i = 0; i < n; ++i) {
     while (claims.size() <= i)
       if (Status st = read_claims(); !st.ok()) return fail(st);
@@ -805,14 +808,6 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       break;
     }
     if (!granted(c)) continue;
-    // The claims of a whole batch leave at its start; slow handlers before this one may have
-    // taken so much of its lease that another member, given the partition meanwhile, could
-    // take the key over while this handler runs, and both would run it. From here on the
-    // records are claimed again with the next batch (which runs at least its first record).
-    if (!ran.empty() && Clock::now() - claimed_at[i] > lease / 2) {
-      aged = i;
-      break;
-    }
     RunOutcome o;
     HandlerContext ctx(*records[i].message, records[i].key, c.attempts, nullptr, c.fencing_token);
     o.handler = d.RunHandler(handler, ctx, names[i], owner);
@@ -883,8 +878,6 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       }
   for (size_t j = std::min(cut, stop) + 1; j < claims.size(); ++j)
     if (j != cut && granted(claims[j])) (void)d.Eval(kUnclaim, names[j], {owner});
-  for (size_t j = aged; j < claims.size(); ++j)
-    if (granted(claims[j])) (void)d.Eval(kUnclaim, names[j], {owner});
   BatchRun out;
   out.claims.assign(claims.begin(),
                     claims.begin() + static_cast<std::ptrdiff_t>(std::min(cut + 1, claims.size())));
@@ -905,11 +898,16 @@ Status RedisStore::Release(const std::string& consumer, const std::string& key,
   return r.ok() ? Status::Ok() : r.status().WithContext("releasing key '" + key + "'");
 }
 
-Status RedisStore::MarkFailed(const std::string& consumer, const std::string& key,
-                              const std::string& error, std::chrono::milliseconds failed_ttl) {
+Result<bool> RedisStore::MarkFailed(const std::string& consumer, const std::string& key,
+                                    const std::string& owner, int64_t fencing_token,
+                                    const std::string& error,
+                                    std::chrono::milliseconds failed_ttl) {
   impl_->tokens.erase(impl_->KeyName(consumer, key));
-  auto r = impl_->Eval(kFail, impl_->KeyName(consumer, key), {error, Ms(failed_ttl)});
-  return r.ok() ? Status::Ok() : r.status().WithContext("marking key '" + key + "' FAILED");
+  auto r = impl_->Eval(
+      kFail, impl_->KeyName(consumer, key),
+      {error, Ms(failed_ttl), owner, fencing_token > 0 ? std::to_string(fencing_token) : ""});
+  if (!r.ok()) return r.status().WithContext("marking key '" + key + "' FAILED");
+  return Str(r->get()) == "OK";
 }
 
 Result<int64_t> RedisStore::CleanupBatch(int) { return int64_t{0}; }

@@ -171,14 +171,31 @@ TEST_CASE("DynamoStore: acquired, conflict, stale takeover, duplicate, released 
   CHECK(Field(*server, "r", "attempts") == "1");
   CHECK(Field(*server, "r", "owner") == "");
 
+  // Only the current claim may mark its key FAILED: a key nobody holds, another owner's, or
+  // this owner's under an older token is left alone.
+  auto unheld = store->MarkFailed("svc", "r", "owner-b", 0, "Stale: late failure", 2h);
+  REQUIRE(unheld.ok());
+  CHECK_FALSE(*unheld);
+  auto holder = store->Acquire("svc", "r", "owner-d", 10s, Msg());
+  REQUIRE(holder.ok());
+  REQUIRE(holder->state == wc::Claim::State::kAcquired);
+  auto stale = store->MarkFailed("svc", "r", "owner-d", holder->fencing_token - 1, "Stale", 2h);
+  REQUIRE(stale.ok());
+  CHECK_FALSE(*stale);
+  CHECK(Field(*server, "r", "state") == "PENDING");
+
   // FAILED keys are skipped; COMPLETED ones are never failed.
-  REQUIRE(store->MarkFailed("svc", "r", "Poison: bad", 2h).ok());
+  auto marked = store->MarkFailed("svc", "r", "owner-d", holder->fencing_token, "Poison: bad", 2h);
+  REQUIRE(marked.ok());
+  CHECK(*marked);
   auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
   REQUIRE(failed.ok());
   CHECK(failed->state == wc::Claim::State::kFailed);
   CHECK(failed->last_error == "Poison: bad");
   CHECK(std::stoll(Field(*server, "r", "expires_at")) >= NowMs() / 1000 + 7190);
-  REQUIRE(store->MarkFailed("svc", "k", "late", 2h).ok());
+  auto late_failure = store->MarkFailed("svc", "k", "owner-a", 0, "late", 2h);
+  REQUIRE(late_failure.ok());
+  CHECK_FALSE(*late_failure);
   CHECK(Field(*server, "k", "state") == "COMPLETED");
 
   CHECK(effects["k"] == 2);  // the late owner's run and the real one

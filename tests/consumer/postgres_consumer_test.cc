@@ -76,13 +76,25 @@ TEST_CASE(
   REQUIRE(other.ok());
   CHECK(other->state == wc::Claim::State::kAcquired);
 
-  // FAILED keys are skipped, and never overwrite a COMPLETED one.
-  REQUIRE(store->MarkFailed("svc", "k2", "Poison: bad", 1h).ok());
+  // Only this owner's claim may mark its key FAILED (or a key not there at all); FAILED keys
+  // are skipped, and never overwrite a COMPLETED one.
+  auto k2 = store->Acquire("svc", "k2", "owner-a", lease, Msg("v"));
+  REQUIRE(k2.ok());
+  REQUIRE(k2->state == wc::Claim::State::kAcquired);
+  auto stale = store->MarkFailed("svc", "k2", "owner-z", 0, "Stale: late failure", 1h);
+  REQUIRE(stale.ok());
+  CHECK_FALSE(*stale);
+  CHECK(KeyState(f, "svc", "k2") == "PENDING/1/owner-a");
+  auto marked = store->MarkFailed("svc", "k2", "owner-a", 0, "Poison: bad", 1h);
+  REQUIRE(marked.ok());
+  CHECK(*marked);
   auto failed = store->Acquire("svc", "k2", "owner-a", lease, Msg("v"));
   REQUIRE(failed.ok());
   CHECK(failed->state == wc::Claim::State::kFailed);
   CHECK(failed->last_error == "Poison: bad");
-  REQUIRE(store->MarkFailed("svc", "k1", "late", 1h).ok());
+  auto late_failure = store->MarkFailed("svc", "k1", "owner-a", 0, "late", 1h);
+  REQUIRE(late_failure.ok());
+  CHECK_FALSE(*late_failure);
   CHECK(KeyState(f, "svc", "k1") == "COMPLETED/2/-");
 
   // A handler that ends the store's transaction itself is refused, not trusted.

@@ -134,14 +134,30 @@ TEST_CASE("RedisStore: acquired, conflict, stale takeover, duplicate, released a
   CHECK(again->attempts == 2);
   CHECK(again->last_error == "Flaky: timeout");
 
+  // Only the current claim may mark its key FAILED: a stale holder (another owner, or this
+  // owner's older token) is refused and the claim stays.
+  auto stale_owner = store->MarkFailed("svc", "r", "owner-a", 0, "Stale: late failure", 2h);
+  REQUIRE(stale_owner.ok());
+  CHECK_FALSE(*stale_owner);
+  auto stale_token =
+      store->MarkFailed("svc", "r", "owner-b", again->fencing_token - 1, "Stale: late failure", 2h);
+  REQUIRE(stale_token.ok());
+  CHECK_FALSE(*stale_token);
+  CHECK(Field(*redis, "r", "state") == "PENDING");
+  CHECK(Field(*redis, "r", "owner") == "owner-b");
+
   // FAILED keys are skipped and expire after failed_ttl; COMPLETED ones are never failed.
-  REQUIRE(store->MarkFailed("svc", "r", "Poison: bad", 2h).ok());
+  auto marked = store->MarkFailed("svc", "r", "owner-b", again->fencing_token, "Poison: bad", 2h);
+  REQUIRE(marked.ok());
+  CHECK(*marked);
   auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
   REQUIRE(failed.ok());
   CHECK(failed->state == wc::Claim::State::kFailed);
   CHECK(failed->last_error == "Poison: bad");
   CHECK(Ttl(*redis, "r") > 7'190'000);
-  REQUIRE(store->MarkFailed("svc", "k", "late", 2h).ok());
+  auto late_failure = store->MarkFailed("svc", "k", "owner-a", 0, "late", 2h);
+  REQUIRE(late_failure.ok());
+  CHECK_FALSE(*late_failure);
   CHECK(Field(*redis, "k", "state") == "COMPLETED");
 
   CHECK(effects["k"] == 2);  // the late owner's run and the real one

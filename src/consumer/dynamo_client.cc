@@ -12,6 +12,7 @@
 
 #include <ctime>
 #include <optional>
+#include <random>
 #include <thread>
 
 namespace walrelay::consumer {
@@ -220,14 +221,26 @@ std::string DynamoClient::where() const { return impl_->Where(); }
 Result<DynamoReply> DynamoClient::Call(const std::string& operation, const std::string& json) {
   const auto deadline = std::chrono::steady_clock::now() + impl_->options.timeout;
   std::chrono::milliseconds pause{25};
+  // Full jitter, as AWS advises: members throttled together do not come back together.
+  thread_local std::minstd_rand jitter(std::random_device{}());
   while (true) {
     auto reply = impl_->Send(operation, json);
-    if (!reply.ok() || !Retriable(*reply) || std::chrono::steady_clock::now() + pause > deadline)
-      return reply;
+    if (!reply.ok() || !Retriable(*reply)) return reply;
+    const auto wait = std::chrono::milliseconds(
+        std::uniform_int_distribution<int64_t>(pause.count() / 2, pause.count())(jitter));
+    if (std::chrono::steady_clock::now() + wait > deadline) {
+      // Throttling and 5xx answers pass: the caller treats this as an unreachable store and
+      // tries again later (the consumer keeps polling meanwhile) instead of giving up.
+      return Status::Connection(operation + " on " + where() + " is still refused after " +
+                                std::to_string(impl_->options.timeout.count()) + " ms (HTTP " +
+                                std::to_string(reply->http_status) + " " + reply->error_type +
+                                (reply->error_message.empty() ? "" : ": " + reply->error_message) +
+                                ")");
+    }
     if (impl_->options.log)
       impl_->options.log("THROTTLED " + operation + " on " + where() + ": " + reply->error_type +
                          "; sending it again");
-    std::this_thread::sleep_for(pause);
+    std::this_thread::sleep_for(wait);
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
 }

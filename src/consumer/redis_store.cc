@@ -195,6 +195,18 @@ std::string Str(const redisReply* r) {
 
 std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()); }
 
+// A script's error reply as a Status: the answers of a server that will serve again shortly
+// (loading its data, a script running too long, a cluster or master failing over, a replica
+// answering for a demoted master) are transient, like a lost connection, so the consumer tries
+// again and keeps polling; anything else is a setup problem an operator must fix.
+Status ScriptFailure(const std::string& what, const std::string& error) {
+  for (const char* transient :
+       {"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "NOREPLICAS"})
+    if (error.rfind(transient, 0) == 0)
+      return Status::Connection(what + " (the server will answer again): " + error);
+  return Status::Precondition(what + ": " + error);
+}
+
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
@@ -377,8 +389,9 @@ struct RedisStore::Impl {
     if (!r.ok()) return r.status();
     RedisReplyPtr reply(r->release());
     if (reply->type == REDIS_REPLY_ERROR)
-      return Status::Precondition(where() + ": the " + kScriptNames[id] + " script failed for " +
-                                  key + " on " + *node + ": " + Str(reply.get()));
+      return ScriptFailure(where() + ": the " + std::string(kScriptNames[id]) +
+                               " script failed for " + key + " on " + *node,
+                           Str(reply.get()));
     return reply;
   }
 
@@ -425,8 +438,8 @@ struct RedisStore::Impl {
         WALRELAY_RETURN_IF_ERROR(Load(id));
         continue;
       }
-      return Status::Precondition(where() + ": the " + kScriptNames[id] + " script failed for " +
-                                  key + ": " + err);
+      return ScriptFailure(
+          where() + ": the " + std::string(kScriptNames[id]) + " script failed for " + key, err);
     }
     return Status::Internal("unreachable");
   }
@@ -606,7 +619,7 @@ Result<std::vector<Claim>> RedisStore::AcquireBatch(const std::string& consumer,
           noscript = true;
           continue;
         }
-        return Status::Precondition(d.where() + ": the acquire-batch script failed: " + err);
+        return ScriptFailure(d.where() + ": the acquire-batch script failed", err);
       }
     if (!noscript) break;
     // Calls that ran before a NOSCRIPT one claimed their keys. A batch whose every call
@@ -779,7 +792,7 @@ Result<BatchRun> RedisStore::ClaimAndRunBatch(const std::string& consumer,
       calls.pop_front();
       const redisReply* rep = reply[0].get();
       if (rep->type == REDIS_REPLY_ERROR)
-        return Status::Precondition(d.where() + ": the acquire-batch script failed: " + Str(rep));
+        return ScriptFailure(d.where() + ": the acquire-batch script failed", Str(rep));
       if (rep->type != REDIS_REPLY_ARRAY || rep->elements != count)
         return Status::Internal(d.where() + ": unexpected acquire-batch reply");
       for (size_t i = 0; i < count; ++i) {

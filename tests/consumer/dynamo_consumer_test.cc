@@ -9,6 +9,7 @@
 #include "consumer/dynamo_client.h"
 #include "consumer_fixture.h"
 #include "devtools/dynalite_sandbox.h"
+#include "throttling_proxy.h"
 
 namespace walrelay::testing {
 namespace {
@@ -422,6 +423,59 @@ TEST_CASE("Consumer + DynamoStore: a member that crashed holding a key, then a r
   }
   std::lock_guard<std::mutex> lock(mu);
   CHECK(effects == std::map<std::string, int>{{"e-1", 1}, {"e-2", 1}, {"e-3", 1}, {"e-4", 1}});
+}
+
+}  // namespace
+}  // namespace walrelay::testing
+
+namespace walrelay::testing {
+namespace {
+
+TEST_CASE("Consumer + DynamoStore: 15 s of throttling, longer than the store's timeout: the "
+          "member keeps running and every effect happens once") {
+  ConsumerFixture f;
+  auto server = StartDynalite();
+  ThrottlingProxy proxy(server->port());
+  wc::DynamoStoreOptions o = StoreOptions(*server);
+  o.endpoint = proxy.endpoint();
+  o.timeout = 2s;
+  auto store = Connect(o);
+  REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
+  constexpr int kEvents = 60;
+  for (int i = 0; i < kEvents; ++i) f.producer().Send("orders", "t-" + std::to_string(i), "v");
+
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  std::atomic<int> ran{0};
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ++ran;
+    std::this_thread::sleep_for(20ms);
+    return Counting(effects, mu)(ctx);
+  };
+  auto opts = f.Options("svc", "orders");
+  opts.store_retry_backoff = 500ms;
+  opts.max_batch = 10;
+  RunningConsumer c(opts, *store, handler);
+  REQUIRE(WaitUntil([&] { return ran >= 15; }, 30s));
+  // Claims, marks and renewals all refused for 15 s, several times the store's timeout.
+  proxy.Throttle(true);
+  std::this_thread::sleep_for(15s);
+  proxy.Throttle(false);
+  MESSAGE("requests throttled: " << proxy.throttled());
+  CHECK(proxy.throttled() > 10);
+  const bool all = WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return static_cast<int>(effects.size()) == kEvents;
+      },
+      60s);
+  CHECK(all);
+  CHECK(c.Stop().ok());  // Run() did not return on its own
+  std::lock_guard<std::mutex> lock(mu);
+  int twice = 0;
+  for (const auto& [key, n] : effects) twice += n > 1 ? 1 : 0;
+  CHECK(twice == 0);
+  CHECK(c.stats().completed + c.stats().duplicates >= kEvents);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // started on a free port) and librdkafka's mock cluster. Each path of the acquire script is
 // driven directly; then the consumer end to end.
 #include <atomic>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -384,6 +385,61 @@ TEST_CASE(
   CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.error.class") == "exception");
   CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.attempts") == "2");
   CHECK(HeaderOf((*dlq)[0], "__walrelay.consumer.original.offset") == "2");
+}
+
+TEST_CASE("Consumer + RedisStore: a server answering BUSY for 3 s (a long script) is waited "
+          "out: the member keeps running and every effect happens once") {
+  ConsumerFixture f;
+  // BUSY after 100 ms of a running script instead of Redis 7's default 5 s.
+  auto redis = StartRedis({"--busy-reply-threshold", "100"});
+  std::atomic<int> busy_seen{0};
+  auto count_busy = [&busy_seen](const std::string& line) {
+    if (line.find("BUSY") != std::string::npos) ++busy_seen;
+  };
+  wc::RedisStoreOptions so;
+  so.port = redis->port();
+  so.log = count_busy;
+  auto connected = wc::RedisStore::Connect(so);
+  REQUIRE(connected.ok());
+  auto store = std::move(connected).value();
+  REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
+  constexpr int kEvents = 40;
+  for (int i = 0; i < kEvents; ++i) f.producer().Send("orders", "b-" + std::to_string(i), "v");
+  std::map<std::string, int> effects;
+  std::mutex mu;
+  std::atomic<int> ran{0};
+  auto handler = [&](wc::HandlerContext& ctx) {
+    ++ran;
+    std::this_thread::sleep_for(100ms);
+    return Counting(effects, mu)(ctx);
+  };
+  auto opts = f.Options("svc", "orders");
+  opts.max_batch = 5;
+  opts.log = [count_busy](wc::LogLevel, const std::string& line) { count_busy(line); };
+  RunningConsumer c(opts, *store, handler);
+  REQUIRE(WaitUntil([&] { return ran >= 5; }, 30s));
+  // A script that keeps the server busy for 3 s: every other call meanwhile answers BUSY.
+  // redis-cli waits for it (the sandbox's own commands time out sooner).
+  const std::string script =
+      "local t = redis.call('TIME') local stop = t[1] * 1000000 + t[2] + 3000000 "
+      "while true do local n = redis.call('TIME') if n[1] * 1000000 + n[2] > stop then "
+      "break end end return 1";
+  const int busy = std::system(
+      ("redis-cli -p " + std::to_string(redis->port()) + " EVAL \"" + script + "\" 0 > /dev/null")
+          .c_str());
+  CHECK(busy == 0);
+  const bool all = WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> lock(mu);
+        return static_cast<int>(effects.size()) == kEvents;
+      },
+      60s);
+  CHECK(all);
+  CHECK(c.Stop().ok());  // Run() did not return on its own
+  MESSAGE("store calls answered BUSY and tried again: " << busy_seen.load());
+  CHECK(busy_seen > 0);
+  std::lock_guard<std::mutex> lock(mu);
+  for (const auto& [key, n] : effects) CHECK_MESSAGE(n == 1, key);
 }
 
 }  // namespace

@@ -274,12 +274,17 @@ TEST_CASE("exactly once: an Init that fails half-way (a coordinator down) is res
   KafkaOutput& out = **output;
   auto transactions = MakeKafkaTransactions(out);
   // The second producer's coordinator is a broker that is down: the first producer is
-  // initialised, the second is not.
+  // initialised, the second is not. The first one's coordinator is pinned to the broker that
+  // stays up (the mock cluster would otherwise pick either, and a first producer whose
+  // coordinator is down is merely timed out, which librdkafka lets Init retry), and it gets
+  // time enough on a loaded machine.
   rd_kafka_mock_cluster_t* cluster = (*kafka)->cluster();
+  rd_kafka_mock_coordinator_set(cluster, "transaction", out.transactional_id(0).c_str(), 1);
   rd_kafka_mock_coordinator_set(cluster, "transaction", out.transactional_id(1).c_str(), 2);
   rd_kafka_mock_broker_set_down(cluster, 2);
-  TxnStatus half = transactions->Init(2s);
+  TxnStatus half = transactions->Init(5s);
   CHECK_FALSE(half.ok());
+  MESSAGE("initialising with the second coordinator down: " << half.status.ToString());
   rd_kafka_mock_broker_set_up(cluster, 2);
   // librdkafka initialises a producer once: the first one refuses to be initialised again.
   TxnStatus again = transactions->Init(10s);

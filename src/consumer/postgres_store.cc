@@ -194,6 +194,25 @@ struct PostgresStore::Impl {
   }
 
   std::string where() { return options.table + " at " + DescribePg(conn.get()); }
+
+  // A key's claim, and whether it is a conflict because the row stayed locked for `lock_wait`.
+  struct KeyClaim {
+    Claim claim;
+    bool lock_wait_ran_out = false;
+  };
+  // Acquire's answer for one key, waiting at most `lock_wait` for the row's lock.
+  Result<KeyClaim> AcquireKey(const std::string& consumer, const std::string& key,
+                              const std::string& owner, std::chrono::milliseconds lease,
+                              const Message& message, std::chrono::milliseconds lock_wait);
+  // The batch's claims one key at a time, after its one-statement claim could not be taken.
+  // Once a row's lock has been waited for in vain (`waited_out`: the batch statement's wait
+  // already ran out), the keys after it do not wait: a member paused inside its batch
+  // transaction holds all its keys, and waiting a lease for each would keep this member out
+  // of its poll loop for (keys + 1) leases. They answer CONFLICT and are asked again later.
+  Result<std::vector<Claim>> AcquireOneByOne(const std::string& consumer,
+                                             const std::vector<BatchRecord>& records,
+                                             const std::string& owner,
+                                             std::chrono::milliseconds lease, bool waited_out);
 };
 
 PostgresStore::PostgresStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -233,12 +252,20 @@ Status PostgresStore::CreateSchema() {
 Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::string& key,
                                      const std::string& owner, std::chrono::milliseconds lease,
                                      const Message& message) {
-  Impl& d = *impl_;
+  // A holder that is running its handler keeps the row locked; waiting longer than a lease
+  // for it is reported as a conflict, and the consumer asks again later.
+  auto claim = impl_->AcquireKey(consumer, key, owner, lease, message, lease);
+  if (!claim.ok()) return claim.status();
+  return claim->claim;
+}
+
+Result<PostgresStore::Impl::KeyClaim> PostgresStore::Impl::AcquireKey(
+    const std::string& consumer, const std::string& key, const std::string& owner,
+    std::chrono::milliseconds lease, const Message& message, std::chrono::milliseconds lock_wait) {
+  Impl& d = *this;
   const std::string& t = d.options.table;
   auto claim = d.InTransaction<Claim>([&]() -> Result<Claim> {
-    // A holder that is running its handler keeps the row locked; waiting longer than a lease
-    // for it is reported as a conflict, and the consumer asks again later.
-    if (auto r = d.Exec("SET LOCAL lock_timeout = " + Ms(lease)); !r.ok()) return r.status();
+    if (auto r = d.Exec("SET LOCAL lock_timeout = " + Ms(lock_wait)); !r.ok()) return r.status();
     const std::string hash = PayloadHash(message);
     if (auto r = d.Exec("INSERT INTO " + t +
                             " (consumer_name, idempotency_key, state, attempts, expires_at,"
@@ -298,14 +325,15 @@ Result<Claim> PostgresStore::Acquire(const std::string& consumer, const std::str
     return c;
   });
   if (!claim.ok() && SqlStateOf(claim.status()) == "55P03") {
-    // lock_timeout: the holder is still running its handler.
-    Claim c;
-    c.state = Claim::State::kConflict;
-    c.previous_owner = "(row locked by a running handler)";
-    return c;
+    // lock_timeout: the holder is still running its handler (or paused inside it).
+    KeyClaim busy;
+    busy.claim.state = Claim::State::kConflict;
+    busy.claim.previous_owner = "(row locked by a running handler)";
+    busy.lock_wait_ran_out = true;
+    return busy;
   }
   if (!claim.ok()) return claim.status().WithContext("claiming key '" + key + "' in " + t);
-  return claim;
+  return KeyClaim{std::move(claim).value(), false};
 }
 
 Result<RunOutcome> PostgresStore::Run(const std::string& consumer, const std::string& key,
@@ -453,7 +481,7 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
     // A key locked past the lease (55P03) or two batches crossing (40P01): the keys are
     // claimed one by one instead, each with Acquire's own answer for a busy row.
     if (code == "55P03" || code == "40P01")
-      return IdempotencyStore::AcquireBatch(consumer, records, owner, lease);
+      return d.AcquireOneByOne(consumer, records, owner, lease, code == "55P03");
     return d.Explain(results.status())
         .WithContext("claiming a batch of " + std::to_string(records.size()) + " keys in " + t);
   }
@@ -484,6 +512,23 @@ Result<std::vector<Claim>> PostgresStore::AcquireBatch(const std::string& consum
     c.attempts = 1;
     c.payload_hash = hashes[i];
     claims.push_back(c);
+  }
+  return claims;
+}
+
+Result<std::vector<Claim>> PostgresStore::Impl::AcquireOneByOne(
+    const std::string& consumer, const std::vector<BatchRecord>& records, const std::string& owner,
+    std::chrono::milliseconds lease, bool waited_out) {
+  // PostgreSQL's smallest lock_timeout (0 would mean no limit): a lock that is free, or let go
+  // within it, is still taken.
+  constexpr std::chrono::milliseconds kNoWait{1};
+  std::vector<Claim> claims;
+  claims.reserve(records.size());
+  for (const BatchRecord& r : records) {
+    auto c = AcquireKey(consumer, r.key, owner, lease, *r.message, waited_out ? kNoWait : lease);
+    if (!c.ok()) return c.status();
+    waited_out = waited_out || c->lock_wait_ran_out;
+    claims.push_back(std::move(c->claim));
   }
   return claims;
 }

@@ -492,6 +492,122 @@ TEST_CASE("Consumer batches: outcomes in partition order, a retried record in pl
   CHECK(order[1] == expected(1));
 }
 
+// A member paused inside its batch transaction (in a handler, between two records) holds the
+// row locks of every key of its batch until its connection ends. `PausedBatch` is that member:
+// it claims and runs `keys` in one transaction and stops in the first handler until released.
+class PausedBatch {
+ public:
+  PausedBatch(ConsumerFixture& f, const std::vector<std::string>& keys)
+      : store_(f.Store()), keys_(keys) {
+    for (size_t i = 0; i < keys_.size(); ++i) messages_.push_back(Msg(static_cast<int64_t>(i)));
+    thread_ = std::thread([this] {
+      auto handler = [this](wc::HandlerContext& ctx) {
+        auto r = ctx.Exec("INSERT INTO effects (key) VALUES ($1)", {ctx.idempotency_key()});
+        if (!r.ok()) return wc::HandlerContext::SqlFailure(r.status());
+        paused_ = true;
+        while (!release_) std::this_thread::sleep_for(5ms);
+        return wc::HandlerResult::Done();
+      };
+      auto accept_all = [](const wc::BatchRecord&, const wc::Claim&) { return true; };
+      run_ = store_->ClaimAndRunBatch("svc", Batch(messages_, keys_), "paused-member", 60s, 1h,
+                                      accept_all, handler);
+    });
+    REQUIRE(WaitUntil([&] { return paused_.load(); }, 10s));
+  }
+  ~PausedBatch() { Release(); }
+  // Lets the paused member finish its batch; returns how many of its records completed.
+  size_t Release() {
+    release_ = true;
+    if (thread_.joinable()) thread_.join();
+    return run_.ok() ? run_->outcomes.size() : 0;
+  }
+
+ private:
+  std::unique_ptr<wc::PostgresStore> store_;
+  std::vector<std::string> keys_;
+  std::vector<wc::Message> messages_;
+  std::atomic<bool> paused_{false}, release_{false};
+  Result<wc::BatchRun> run_ = Status::Internal("not run");
+  std::thread thread_;
+};
+
+TEST_CASE("PostgresStore batches: keys locked by a member paused inside its batch cost the next "
+          "claimant one lease in all, not one per key") {
+  ConsumerFixture f;
+  const std::vector<std::string> keys = {"p0", "p1", "p2", "p3", "p4", "p5"};
+  PausedBatch paused(f, keys);
+  auto store = f.Store();
+  std::vector<wc::Message> m;
+  for (size_t i = 0; i < keys.size(); ++i) m.push_back(Msg(static_cast<int64_t>(i)));
+  const auto lease = 700ms;
+  const auto began = std::chrono::steady_clock::now();
+  auto claims = store->AcquireBatch("svc", Batch(m, keys), "me", lease);
+  const auto waited = std::chrono::steady_clock::now() - began;
+  REQUIRE_MESSAGE(claims.ok(), claims.status().ToString());
+  // The batch's own statement waits one lease for the first lock; every key then answers at
+  // once (a wait of a lease per key would take 7 leases here).
+  CHECK(States(*claims) == "CONFLICT/0,CONFLICT/0,CONFLICT/0,CONFLICT/0,CONFLICT/0,CONFLICT/0");
+  CHECK(waited >= lease);
+  CHECK_MESSAGE(waited < 3 * lease,
+                std::chrono::duration_cast<std::chrono::milliseconds>(waited).count(), " ms");
+  // Nothing changed for the paused member: once released it completes every record, and the
+  // claimant then finds them all done.
+  CHECK(paused.Release() == keys.size());
+  claims = store->AcquireBatch("svc", Batch(m, keys), "me", lease);
+  REQUIRE(claims.ok());
+  CHECK(States(*claims) ==
+        "DUPLICATE/1,DUPLICATE/1,DUPLICATE/1,DUPLICATE/1,DUPLICATE/1,DUPLICATE/1");
+  CHECK(f.Count("SELECT count(*) FROM effects") == static_cast<int64_t>(keys.size()));
+}
+
+TEST_CASE("Consumer + PostgresStore: keys locked by a member paused inside its batch keep the "
+          "waiting member polling (no max.poll.interval.ms eviction), then are duplicates") {
+  ConsumerFixture f;
+  REQUIRE(f.kafka().CreateTopic("orders", 1, 1).ok());
+  std::vector<std::string> keys;
+  for (int i = 0; i < 10; ++i) keys.push_back("e-" + std::to_string(i));
+  PausedBatch paused(f, keys);
+  for (const std::string& k : keys) f.producer().Send("orders", k, "v");
+
+  std::mutex mu;
+  std::vector<std::string> trouble;
+  auto opts = f.Options("svc", "orders");
+  // A lease well over half of max.poll.interval.ms: two lock waits in one store call (the
+  // batch's, then its first key's again) would already exceed it.
+  opts.lease = 2500ms;
+  opts.kafka_properties["session.timeout.ms"] = "4000";
+  opts.kafka_properties["max.poll.interval.ms"] = "4000";
+  auto log = opts.log;
+  opts.log = [&, log](wc::LogLevel level, const std::string& line) {
+    log(level, line);
+    if (line.find("lost ") == 0 || line.find("revoked ") == 0 || line.find("Kafka: ") == 0) {
+      std::lock_guard<std::mutex> lock(mu);
+      trouble.push_back(line);
+    }
+  };
+  auto store = f.Store();
+  std::atomic<int> runs{0};
+  RunningConsumer c(opts, *store, [&](wc::HandlerContext&) {
+    ++runs;
+    return wc::HandlerResult::Done();
+  });
+  // Twice max.poll.interval.ms waiting on the locked keys (a poll's n keys waited for a lease
+  // each would keep the member inside one store call for (n + 1) leases).
+  REQUIRE(WaitUntil([&] { return c.stats().conflicts > 0; }, 20s));
+  std::this_thread::sleep_for(8500ms);
+  CHECK(c.stats().completed == 0);
+  CHECK(paused.Release() == keys.size());
+  REQUIRE(
+      WaitUntil([&] { return c.stats().duplicates == static_cast<int64_t>(keys.size()); }, 20s));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    CHECK_MESSAGE(trouble.empty(), (trouble.empty() ? "" : trouble.front()));
+  }
+  CHECK(c.Stop().ok());
+  CHECK(runs.load() == 0);
+  CHECK(f.Count("SELECT count(*) FROM effects") == static_cast<int64_t>(keys.size()));
+}
+
 TEST_CASE("Consumer: waiting on a key held by a stuck handler keeps the group membership "
           "(no max.poll.interval.ms eviction)") {
   ConsumerFixture f;

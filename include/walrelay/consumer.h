@@ -98,6 +98,35 @@ class SqlPrelude {
   virtual void Flush() = 0;
 };
 
+// How long the claim of a running handler is known to be held, for the stores whose claims
+// are leases (RedisStore, DynamoStore). The consumer sets it from when the claiming call was
+// sent; the store's renewal thread extends it from when each accepted renewal was sent, and
+// marks it lost when a renewal is refused (another consumer took the key over). Both clocks
+// are this process's steady clock, and every time is counted from a request's sending, so
+// `until()` is never later than the store's own lease end. Thread-safe.
+class ClaimLease {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit ClaimLease(Clock::time_point until) : until_(until.time_since_epoch().count()) {}
+
+  // The claim (or its latest renewal) left at `sent_at` for `lease`.
+  void HeldFrom(Clock::time_point sent_at, std::chrono::milliseconds lease) {
+    until_ = (sent_at + lease).time_since_epoch().count();
+  }
+  // Another owner holds the key now; nothing extends the claim again.
+  void Lost() { lost_ = true; }
+  // Whether the claim is still this consumer's: not lost, and its lease not yet over.
+  bool held() const { return !lost_ && Clock::now() < until(); }
+  // When the lease ends unless renewed; the epoch once the claim is lost.
+  Clock::time_point until() const {
+    return lost_ ? Clock::time_point{} : Clock::time_point(Clock::duration(until_.load()));
+  }
+
+ private:
+  std::atomic<Clock::rep> until_;
+  std::atomic<bool> lost_{false};
+};
+
 // What the handler receives with the record.
 class HandlerContext {
  public:
@@ -116,8 +145,9 @@ class HandlerContext {
   // RedisStore, DynamoStore: the claim's fencing token, larger for every claim of this key.
   // Pass it to downstream writes that can refuse a token lower than one they have seen: a
   // claimant whose lease was taken over (a process paused past its lease) then cannot
-  // overwrite the newer claimant's effect. 0 for PostgresStore, whose row lock already excludes a
-  // second runner.
+  // overwrite the newer claimant's effect. Tokens are per key and restart at 1 when the key's
+  // record is created again after it expired: compare them per key only. 0 for PostgresStore,
+  // whose row lock already excludes a second runner.
   int64_t fencing_token() const { return fencing_token_; }
 
   // PostgresStore: the connection, inside the transaction that will mark the key COMPLETED.
@@ -128,6 +158,22 @@ class HandlerContext {
   }
   // Whether the store gives handlers a connection (PostgresStore), without touching it.
   bool has_connection() const { return conn_ != nullptr; }
+
+  // Whether this run's claim on the key is still this consumer's. A handler that takes long,
+  // or makes several downstream calls, asks before each one and returns Retry once it is
+  // false: another consumer may run (or have run) the key meanwhile, and only a fencing
+  // token can still keep the late effect out. Always true for PostgresStore, whose row lock
+  // holds the key until the handler's transaction ends.
+  bool claim_held() const { return lease_ == nullptr || lease_->held(); }
+  // When the claim ends unless the store renews it (RedisStore and DynamoStore renew it every
+  // third of the lease while the handler runs); the steady clock's maximum for PostgresStore.
+  std::chrono::steady_clock::time_point claim_held_until() const {
+    return lease_ == nullptr ? std::chrono::steady_clock::time_point::max() : lease_->until();
+  }
+  // For stores whose claims are leases: the run's lease state (not owned; it outlives the
+  // handler call).
+  void set_claim_lease(ClaimLease* lease) { lease_ = lease; }
+  ClaimLease* claim_lease() const { return lease_; }
   // For stores: statements to send before the handler's first one.
   void set_prelude(SqlPrelude* prelude) { prelude_ = prelude; }
 
@@ -146,6 +192,7 @@ class HandlerContext {
   PGconn* conn_;
   int64_t fencing_token_;
   SqlPrelude* prelude_ = nullptr;
+  ClaimLease* lease_ = nullptr;
 };
 
 using Handler = std::function<HandlerResult(HandlerContext&)>;
@@ -551,8 +598,13 @@ struct ConsumerOptions {
   // and dead-lettered (or skipped).
   PayloadMismatch payload_mismatch = PayloadMismatch::kDeadLetter;
 
-  // How long a claim holds a key before another consumer may take it over. Must exceed the
-  // handler's longest run for RedisStore (PostgresStore also holds the row lock while running).
+  // How long a claim holds a key before another consumer may take it over, counted from when
+  // the claiming request was sent. A handler starts only on a claim younger than half of it;
+  // RedisStore and DynamoStore renew it every third of it while the handler runs (the first
+  // renewal a third of the lease after the claim); PostgresStore's row lock holds the key for
+  // the whole run, and a claimant waits at most one lease per store call for a locked row.
+  // Keep it under half of max.poll.interval.ms. HandlerContext::claim_held() tells a handler
+  // whether it still holds the key.
   std::chrono::milliseconds lease{30000};
   // How long COMPLETED and FAILED keys are kept: the window in which duplicates are caught.
   std::chrono::milliseconds completed_ttl = std::chrono::hours(24 * 7);

@@ -811,6 +811,9 @@ Result<std::unique_ptr<Consumer>> Consumer::Create(ConsumerOptions options, Idem
     const std::string& key = ctx.idempotency_key();
     if (auto done = raw->done_unmarked.find(key); done != raw->done_unmarked.end())
       return done->second;  // the effect happened: the store sends the mark again
+    // What the handler sees of its claim starts at the claiming call's sending.
+    if (ClaimLease* lease = ctx.claim_lease(); lease != nullptr)
+      lease->HeldFrom(raw->claims_sent_at, raw->options.lease);
     if (const HandlerGate gate = raw->Gate(); gate != HandlerGate::kRun) {
       raw->last_gate = gate;
       return HandlerResult::Retry(

@@ -183,6 +183,9 @@ struct DynamoStore::Impl {
 
   HandlerResult RunHandler(const Handler& handler, HandlerContext& ctx, const std::string& consumer,
                            const std::string& owner) {
+    // Counted from now until the consumer sets when the claim was sent.
+    auto claim = std::make_shared<ClaimLease>(std::chrono::steady_clock::now() + lease);
+    ctx.set_claim_lease(claim.get());
     if (!options.renew_leases) return CallHandler(handler, ctx);
     if (!renewer) {
       // The job's key field carries "consumer\nkey": the renewal needs both parts.
@@ -194,7 +197,7 @@ struct DynamoStore::Impl {
           options.log);
     }
     renewer->Watch({consumer + "\n" + ctx.idempotency_key(), owner,
-                    std::to_string(ctx.fencing_token()), lease});
+                    std::to_string(ctx.fencing_token()), lease, claim});
     HandlerResult h = CallHandler(handler, ctx);
     renewer->Unwatch();
     return h;

@@ -234,6 +234,9 @@ struct RedisStore::Impl {
   // Runs the handler with the claim's lease renewed meanwhile (when renew_leases is on).
   HandlerResult RunHandler(const Handler& handler, HandlerContext& ctx, const std::string& name,
                            const std::string& owner) {
+    // Counted from now until the consumer sets when the claim was sent.
+    auto claim = std::make_shared<ClaimLease>(Clock::now() + lease);
+    ctx.set_claim_lease(claim.get());
     if (!options.renew_leases) return CallHandler(handler, ctx);
     if (!renewer) {
       renewer = std::make_unique<Renewer>(
@@ -253,7 +256,7 @@ struct RedisStore::Impl {
           },
           options.log);
     }
-    renewer->Watch({name, owner, std::to_string(ctx.fencing_token()), lease});
+    renewer->Watch({name, owner, std::to_string(ctx.fencing_token()), lease, claim});
     HandlerResult h = CallHandler(handler, ctx);
     renewer->Unwatch();
     return h;

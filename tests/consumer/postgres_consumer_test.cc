@@ -138,6 +138,9 @@ TEST_CASE("PostgresStore: a concurrent duplicate blocks on the key row, then see
   std::thread holder([&] {
     auto run = first->Run("svc", "k", "owner-a", 1h, Msg("v"), 1, [&](wc::HandlerContext& ctx) {
       REQUIRE(ctx.Exec("INSERT INTO effects (key) VALUES ('k')").ok());
+      // The row lock holds the key until the transaction ends, however long that is.
+      CHECK(ctx.claim_held());
+      CHECK(ctx.claim_held_until() == std::chrono::steady_clock::time_point::max());
       in_handler = true;
       while (!release) std::this_thread::sleep_for(5ms);
       return wc::HandlerResult::Done("first");

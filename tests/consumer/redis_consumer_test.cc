@@ -294,7 +294,9 @@ TEST_CASE("RedisStore fencing: a handler stalled past its lease while another me
   };
   auto run_a = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
     effects.push_back("a#" + std::to_string(ctx.fencing_token()));
+    CHECK(ctx.claim_held());
     std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
+    CHECK(!ctx.claim_held());            // the handler can tell, though nothing renewed or refused
     if (b_first) claim_and_run_b();      // B claims and completes while A is stalled
     else REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
     return wc::HandlerResult::Done("by a");
@@ -324,21 +326,48 @@ TEST_CASE("RedisStore: a slow but live handler's lease is renewed; nobody takes 
   REQUIRE(a.ok());
   auto b = Connect(*redis);
   REQUIRE((*a)->Acquire("svc", "k", "member-a", 300ms, Msg()).ok());
-  int conflicts = 0;
-  auto run = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext&) {
+  int conflicts = 0, held = 0;
+  std::vector<std::chrono::steady_clock::time_point> until;
+  auto run = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
     // Three leases long; another member asks for the key all the while.
     for (int i = 0; i < 9; ++i) {
       std::this_thread::sleep_for(100ms);
       auto c = b->Acquire("svc", "k", "member-b", 30s, Msg());
       REQUIRE(c.ok());
       if (c->state == wc::Claim::State::kConflict) ++conflicts;
+      if (ctx.claim_held()) ++held;
+      until.push_back(ctx.claim_held_until());
     }
     return wc::HandlerResult::Done("by a");
   });
   REQUIRE(run.ok());
   CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
   CHECK(conflicts == 9);
+  // The handler saw its claim held throughout, its end moved on by each renewal.
+  CHECK(held == 9);
+  CHECK(until.back() > until.front() + 300ms);
   CHECK(Field(*redis, "k", "result") == "by a");
+}
+
+TEST_CASE("RedisStore: a handler learns that its claim was taken over from the refused renewal") {
+  auto redis = StartRedis();
+  auto a = Connect(*redis);
+  auto b = Connect(*redis);
+  REQUIRE(a->Acquire("svc", "k", "member-a", 600ms, Msg()).ok());
+  bool held_at_start = false, lost_seen = false;
+  auto run = a->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
+    held_at_start = ctx.claim_held();
+    // The lease is ended on the server (as a clock jump or a long pause would) and member B
+    // takes the key over; A's next renewal is refused.
+    REQUIRE(redis->Command({"HSET", "walrelay:consumer:svc:k", "expires_at", "0"}).ok());
+    REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->state == wc::Claim::State::kTakenOver);
+    lost_seen = WaitUntil([&] { return !ctx.claim_held(); }, 2s);
+    CHECK(ctx.claim_held_until() == std::chrono::steady_clock::time_point{});
+    return wc::HandlerResult::Retry("ClaimLost", "another member holds the key");
+  });
+  REQUIRE(run.ok());
+  CHECK(held_at_start);
+  CHECK(lost_seen);
 }
 
 TEST_CASE(

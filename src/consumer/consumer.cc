@@ -28,6 +28,7 @@
 #include "consumer/internal.h"
 #include "consumer/kafka_handles.h"
 #include "consumer/offset_commits.h"
+#include "consumer/record_rules.h"
 
 namespace walrelay::consumer {
 namespace {
@@ -386,7 +387,11 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
     if (!seeded &&
         (claim->state == Claim::State::kAcquired || claim->state == Claim::State::kTakenOver))
       ++claims;
-    if (!claim->payload_hash.empty() && claim->payload_hash != PayloadHash(m)) {
+    const ClaimVerdict verdict =
+        DecideOnClaim({claim->state, claim->attempts, options.max_attempts,
+                       !claim->payload_hash.empty() && claim->payload_hash != PayloadHash(m),
+                       options.payload_mismatch, decided.has_value()});
+    if (verdict == ClaimVerdict::kSkipMismatch || verdict == ClaimVerdict::kDeadLetterMismatch) {
       // The key was first claimed with another payload: not this record's work to skip.
       ++payload_mismatches;
       const bool granted =
@@ -394,7 +399,7 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
       if (granted) (void)store->Unclaim(options.name, *key, owner);
       const std::string why = "the key was first seen with another payload (sha256 " +
                               claim->payload_hash + ", this record's " + PayloadHash(m) + ")";
-      if (options.payload_mismatch == PayloadMismatch::kSkip) {
+      if (verdict == ClaimVerdict::kSkipMismatch) {
         Log(LogLevel::kError, ctx + ": " + why + "; skipped as a duplicate");
         outcome.kind = claim->state == Claim::State::kFailed ? RecordOutcome::Kind::kAlreadyFailed
                                                              : RecordOutcome::Kind::kDuplicate;
@@ -410,50 +415,48 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
       ++dead_lettered;
       return std::optional<RecordOutcome>(outcome);
     }
-    switch (claim->state) {
-      case Claim::State::kDuplicate:
-        outcome.kind = RecordOutcome::Kind::kDuplicate;
-        outcome.result = claim->result;
-        ++duplicates;
-        Log(LogLevel::kDebug, ctx + ": duplicate, already completed");
-        return std::optional<RecordOutcome>(outcome);
-      case Claim::State::kFailed:
-        outcome.kind = RecordOutcome::Kind::kAlreadyFailed;
-        outcome.error = claim->last_error;
-        ++duplicates;
-        Log(LogLevel::kDebug, ctx + ": duplicate of a dead-lettered record");
-        return std::optional<RecordOutcome>(outcome);
-      case Claim::State::kConflict: {
-        ++conflicts;
-        const auto wait =
-            std::clamp(claim->retry_after, options.backoff_initial, options.backoff_max);
-        Log(LogLevel::kDebug, ctx + ": held by " + claim->previous_owner + ", asking again in " +
-                                  std::to_string(wait.count()) + " ms");
-        if (!Wait(wait)) return std::optional<RecordOutcome>();
-        continue;
-      }
-      case Claim::State::kTakenOver:
-        if (seeded) break;  // counted and logged by the batch that claimed it
-        ++takeovers;
-        Log(LogLevel::kWarn, ctx + ": took over from " + claim->previous_owner +
-                                 ", whose lease had ended (attempt " +
-                                 std::to_string(claim->attempts) + ")");
-        break;
-      case Claim::State::kAcquired: break;
+    if (verdict == ClaimVerdict::kSkipDuplicate) {
+      outcome.kind = RecordOutcome::Kind::kDuplicate;
+      outcome.result = claim->result;
+      ++duplicates;
+      Log(LogLevel::kDebug, ctx + ": duplicate, already completed");
+      return std::optional<RecordOutcome>(outcome);
+    }
+    if (verdict == ClaimVerdict::kSkipFailed) {
+      outcome.kind = RecordOutcome::Kind::kAlreadyFailed;
+      outcome.error = claim->last_error;
+      ++duplicates;
+      Log(LogLevel::kDebug, ctx + ": duplicate of a dead-lettered record");
+      return std::optional<RecordOutcome>(outcome);
+    }
+    if (verdict == ClaimVerdict::kWait) {
+      ++conflicts;
+      const auto wait =
+          std::clamp(claim->retry_after, options.backoff_initial, options.backoff_max);
+      Log(LogLevel::kDebug, ctx + ": held by " + claim->previous_owner + ", asking again in " +
+                                std::to_string(wait.count()) + " ms");
+      if (!Wait(wait)) return std::optional<RecordOutcome>();
+      continue;
+    }
+    // A claim granted to this member from here on.
+    if (claim->state == Claim::State::kTakenOver && !seeded) {  // a batch's: counted there
+      ++takeovers;
+      Log(LogLevel::kWarn, ctx + ": took over from " + claim->previous_owner +
+                               ", whose lease had ended (attempt " +
+                               std::to_string(claim->attempts) + ")");
     }
 
     DeadLetterReason reason;
-    if (decided) {
+    if (verdict == ClaimVerdict::kDeadLetterDecided) {
       reason = *decided;
       decided.reset();
-    } else if (claim->attempts > options.max_attempts) {
-      // Earlier runs used up the attempts (some may have crashed the process).
+    } else if (verdict == ClaimVerdict::kDeadLetterExhausted) {
       reason = {"AttemptsExhausted",
                 "no run succeeded in " + std::to_string(options.max_attempts) +
                     " attempts; last error: " +
                     (claim->last_error.empty() ? "(none recorded)" : claim->last_error),
                 claim->attempts - 1};
-    } else {
+    } else {  // ClaimVerdict::kRun
       auto run = seed.run ? Result<RunOutcome>(*seed.run)
                           : store->Run(options.name, *key, owner, options.completed_ttl, m,
                                        claim->attempts, handler);
@@ -463,31 +466,32 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
         if (!store_down(run.status())) break;
         continue;  // the claim is still ours; the next Acquire counts a new attempt
       }
-      if (run->kind == RunOutcome::Kind::kCompleted) {
+      const HandlerResult& h = run->handler;
+      const bool rejected = h.kind == HandlerResult::Kind::kReject;
+      const bool non_retriable = MatchesClass(options.non_retriable_errors, h.error_class);
+      const RunVerdict after = DecideAfterRun({run->kind, NotStarted(h), rejected, non_retriable,
+                                               claim->attempts, options.max_attempts});
+      if (after == RunVerdict::kCompleted) {
         outcome.kind = RecordOutcome::Kind::kCompleted;
-        outcome.result = run->handler.result;
+        outcome.result = h.result;
         ++completed;
         return std::optional<RecordOutcome>(outcome);
       }
-      if (run->kind == RunOutcome::Kind::kLost) {
+      if (after == RunVerdict::kClaimAgainLost) {
         Log(LogLevel::kWarn, ctx + ": the claim was taken over before the run completed; the "
                                    "lease is shorter than the handler's run");
         continue;
       }
-      if (NotStarted(run->handler)) {
+      if (after == RunVerdict::kClaimAgainNotStarted) {
         // Claimed too slowly to be sure of the claim (a store answering in more than half
         // the lease), or the group is due a poll: claimed again.
-        if (last_gate == HandlerGate::kClaimAged)
-          Log(LogLevel::kWarn, ctx + ": " + run->handler.message);
+        if (last_gate == HandlerGate::kClaimAged) Log(LogLevel::kWarn, ctx + ": " + h.message);
         if (!AfterNotStarted(*key)) break;
         if (last_gate == HandlerGate::kClaimAged && !Wait(options.store_retry_backoff)) break;
         continue;
       }
-      const HandlerResult& h = run->handler;
       const std::string error = h.error_class + ": " + h.message;
-      const bool permanent = h.kind == HandlerResult::Kind::kReject ||
-                             MatchesClass(options.non_retriable_errors, h.error_class);
-      if (!permanent && claim->attempts < options.max_attempts) {
+      if (after == RunVerdict::kRetry) {
         ++retries;
         const auto wait = Backoff(claim->attempts);
         Log(LogLevel::kWarn, ctx + ": attempt " + std::to_string(claim->attempts) + " of " +
@@ -498,6 +502,8 @@ Result<std::optional<RecordOutcome>> Consumer::Impl::Process(const Polled& p, Se
         if (!Wait(wait)) return std::optional<RecordOutcome>();
         continue;
       }
+      // RunVerdict::kDeadLetter
+      const bool permanent = rejected || non_retriable;
       reason = {
           h.error_class,
           h.message + (permanent ? " (not retriable)"
@@ -580,11 +586,9 @@ Status Consumer::Impl::ProcessBatch(std::deque<Polled>& batch) {
     // attempts, or first seen with another payload: that record goes alone, and the claims
     // after it are given back.
     auto accept = [this](const BatchRecord& r, const Claim& c) {
-      const bool granted =
-          c.state == Claim::State::kAcquired || c.state == Claim::State::kTakenOver;
-      const bool mismatch = !c.payload_hash.empty() && c.payload_hash != PayloadHash(*r.message);
-      return !(c.state == Claim::State::kConflict || mismatch ||
-               (granted && c.attempts > options.max_attempts));
+      return KeptInBatch({c.state, c.attempts, options.max_attempts,
+                          !c.payload_hash.empty() && c.payload_hash != PayloadHash(*r.message),
+                          options.payload_mismatch, false});
     };
     // A partition's first batch since it was assigned takes claims that are committed before
     // any handler runs (the store's two-step default), so a record whose handler crashed the

@@ -1,4 +1,5 @@
-// The small value types of include/walrelay/consumer.h and HandlerContext's SQL helper.
+// The small value types of include/walrelay/consumer/ (handler.h, store.h) and
+// HandlerContext's SQL helper.
 #include <openssl/evp.h>
 
 #include <algorithm>

@@ -13,7 +13,7 @@
 // Retries and waits for a key held elsewhere happen in place, with the record's partition held
 // back; meanwhile the consumer keeps polling with its partitions paused (records that still
 // arrive are kept for later), so max.poll.interval.ms never evicts it for waiting.ms.
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/consumer.h"
 
 #include <unistd.h>
 

@@ -25,7 +25,7 @@
 #include "consumer/dynamo_client.h"
 #include "consumer/internal.h"
 #include "consumer/lease_renewer.h"
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/dynamo_store.h"
 
 namespace walrelay::consumer {
 namespace {

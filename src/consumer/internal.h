@@ -1,9 +1,10 @@
 // Pieces the stores and the consumer loop share, not part of the public API.
 #pragma once
 
+#include <libpq-fe.h>
 #include <librdkafka/rdkafka.h>
 
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/consumer.h"
 
 namespace walrelay::consumer {
 

@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "common/status.h"
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/handler.h"
 
 namespace walrelay::consumer {
 

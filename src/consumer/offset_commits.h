@@ -31,7 +31,7 @@
 #include <string>
 #include <utility>
 
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/consumer.h"
 
 namespace walrelay::consumer {
 

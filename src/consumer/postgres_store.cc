@@ -39,7 +39,7 @@
 #include "consumer/consumer_sql.h"
 #include "consumer/internal.h"
 #include "consumer/pg_exec.h"
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/postgres_store.h"
 
 namespace walrelay::consumer {
 namespace {

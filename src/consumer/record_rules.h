@@ -9,7 +9,7 @@
 // letters at once), and retrying forever (at most max_attempts runs, counted in the store).
 #pragma once
 
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/consumer.h"
 
 namespace walrelay::consumer {
 

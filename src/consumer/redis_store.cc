@@ -20,7 +20,7 @@
 #include "consumer/internal.h"
 #include "consumer/lease_renewer.h"
 #include "consumer/redis_cluster.h"
-#include "walrelay/consumer.h"
+#include "walrelay/consumer/redis_store.h"
 
 namespace walrelay::consumer {
 namespace {

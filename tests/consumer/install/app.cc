@@ -1,6 +1,8 @@
 // Built against an installed walrelay (pkg-config walrelay-consumer) by install_test.sh: the
-// public header and the library must be usable without walrelay's source tree.
-#include <walrelay/consumer.h>
+// public headers and the library must be usable without walrelay's source tree, and a program
+// that uses the Redis store alone must compile without libpq's headers.
+#include <walrelay/consumer/consumer.h>
+#include <walrelay/consumer/redis_store.h>
 
 #include <cstdio>
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "consumer/aws_credentials.h"
 #include "devtools/dynalite_sandbox.h"
 #include "http_stand_in.h"
 #include "walrelay/consumer.h"
@@ -572,6 +573,57 @@ TEST_CASE("Clock skew: a server an hour ahead refuses the first signature, then 
   std::lock_guard<std::mutex> lock(mu);
   REQUIRE(!log.empty());
   CHECK(log.front().find("CLOCK") == 0);
+}
+
+TEST_CASE("A refresh that fails while the credentials hold keeps them; once expired, it is an "
+          "error; the source back, new ones") {
+  Issuer issuer("ASIAOUTAGE", 3s);
+  std::atomic<bool> down{false};
+  HttpStandIn container([&](const HttpRequest&) {
+    if (down) return Answer(503, "{\"code\":\"Unavailable\",\"message\":\"down\"}");
+    return Answer(200, issuer.NextAsJson());
+  });
+  std::mutex mu;
+  std::vector<std::string> log;
+  wc::CredentialProvider::Options o;
+  o.plan.kind = wc::CredentialSourceKind::kContainer;
+  o.plan.container_url = container.url() + "/creds";
+  o.plan.description = "container credentials (" + o.plan.container_url + ")";
+  o.timeout = 1s;
+  o.log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mu);
+    log.push_back(line);
+  };
+  const auto start = std::chrono::steady_clock::now();
+  auto provider = wc::CredentialProvider::Create(o);
+  REQUIRE_MESSAGE(provider.ok(), provider.status().ToString());
+  CHECK((*provider)->Current()->access_key_id == "ASIAOUTAGE1");
+
+  down = true;
+  std::this_thread::sleep_until(start + 1600ms);  // past the refresh time (half of 3 s)
+  auto kept = (*provider)->Current();
+  REQUIRE_MESSAGE(kept.ok(), kept.status().ToString());
+  CHECK(kept->access_key_id == "ASIAOUTAGE1");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].find("CREDENTIALS refresh from container credentials") == 0);
+    CHECK(log[0].find("503") != std::string::npos);
+  }
+
+  std::this_thread::sleep_until(start + 3200ms);  // past the expiration
+  auto expired = (*provider)->Current();
+  REQUIRE_FALSE(expired.ok());
+  CAPTURE(expired.status().message());
+  CHECK(expired.status().code() == ErrorCode::kConnection);
+  CHECK(expired.status().message().find(o.plan.container_url) != std::string::npos);
+  CHECK(expired.status().message().find("secret-") == std::string::npos);
+
+  down = false;
+  auto back = (*provider)->Current();
+  REQUIRE_MESSAGE(back.ok(), back.status().ToString());
+  CHECK(back->access_key_id == "ASIAOUTAGE2");
+  CHECK((*provider)->fetches() == 2);
 }
 
 }  // namespace

@@ -10,10 +10,13 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <cstdio>
 #include <ctime>
 #include <optional>
 #include <random>
 #include <thread>
+
+#include "consumer/aws_http.h"
 
 namespace walrelay::consumer {
 
@@ -53,7 +56,8 @@ Result<DynamoEndpoint> ParseDynamoEndpoint(const std::string& url) {
 
 namespace {
 
-std::string AmzDate(std::time_t now) {
+std::string AmzDate(std::chrono::system_clock::time_point at) {
+  const std::time_t now = std::chrono::system_clock::to_time_t(at);
   std::tm tm{};
   gmtime_r(&now, &tm);
   char buf[32];
@@ -67,6 +71,48 @@ bool Retriable(const DynamoReply& r) {
 }
 
 }  // namespace
+
+bool IsClockSkewRefusal(const std::string& error_type, const std::string& error_message) {
+  if (error_type == "RequestTimeTooSkewed" || error_type == "RequestExpired" ||
+      error_type == "RequestInTheFuture")
+    return true;
+  return error_type == "InvalidSignatureException" &&
+         (error_message.find("Signature expired") != std::string::npos ||
+          error_message.find("Signature not yet current") != std::string::npos);
+}
+
+bool IsCredentialRefusal(const std::string& error_type) {
+  return error_type == "ExpiredTokenException" || error_type == "ExpiredToken" ||
+         error_type == "UnrecognizedClientException";
+}
+
+std::optional<std::chrono::milliseconds> ClockOffsetFromDate(
+    const std::string& date_header, std::chrono::system_clock::time_point local_now) {
+  // RFC 7231's IMF-fixdate, the only form a server may send: parsed by hand, strptime's month
+  // names depend on the locale.
+  char weekday[4] = {}, month_name[4] = {}, zone[4] = {};
+  int day = 0, year = 0, hour = 0, minute = 0, second = 0;
+  if (std::sscanf(date_header.c_str(), "%3s, %d %3s %d %d:%d:%d %3s", weekday, &day, month_name,
+                  &year, &hour, &minute, &second, zone) != 8 ||
+      std::string(zone) != "GMT")
+    return std::nullopt;
+  static const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                  "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  int month = -1;
+  for (int i = 0; i < 12; ++i)
+    if (std::string(month_name) == kMonths[i]) month = i;
+  if (month < 0 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 60 || year < 1970)
+    return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = year - 1900;
+  tm.tm_mon = month;
+  tm.tm_mday = day;
+  tm.tm_hour = hour;
+  tm.tm_min = minute;
+  tm.tm_sec = second;
+  const auto server = std::chrono::system_clock::from_time_t(timegm(&tm));
+  return std::chrono::duration_cast<std::chrono::milliseconds>(server - local_now);
+}
 
 struct DynamoClient::Impl {
   Options options;
@@ -97,12 +143,11 @@ struct DynamoClient::Impl {
   Status Connect() {
     Close();
     beast::error_code ec;
-    tcp::resolver resolver(ioc);
-    auto addresses = resolver.resolve(options.endpoint.host, options.endpoint.port, ec);
-    if (ec) return Status::Connection("cannot resolve " + Where() + ": " + ec.message());
+    auto addresses = ResolveWithin(options.endpoint.host, options.endpoint.port, options.timeout);
+    if (!addresses.ok()) return addresses.status().WithContext(Where());
     auto stream = std::make_unique<beast::tcp_stream>(ioc);
     stream->expires_after(options.timeout);
-    stream->async_connect(addresses, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
+    stream->async_connect(*addresses, [&ec](beast::error_code e, const tcp::endpoint&) { ec = e; });
     RunIo();
     if (ec) return Status::Connection("cannot connect to " + Where() + ": " + ec.message());
     stream->socket().set_option(tcp::no_delay(true), ec);
@@ -147,10 +192,19 @@ struct DynamoClient::Impl {
   // first use: that request is sent once more on a new connection.
   Result<DynamoReply> Send(const std::string& operation, const std::string& json) {
     for (int round = 0; round < 2; ++round) {
+      AwsCredentials credentials = options.credentials;
+      if (options.credential_provider) {
+        // Mid-run, a source that cannot deliver (a rotating token file, an endpoint down) is
+        // waited out like an unreachable store.
+        auto current = options.credential_provider->Current();
+        if (!current.ok()) return Status::Connection(current.status().message());
+        credentials = std::move(*current);
+      }
       const bool reused = Open();
       if (!reused) WALRELAY_RETURN_IF_ERROR(Connect());
       http::request<http::string_body> request{http::verb::post, "/", 11};
-      const std::string date = AmzDate(std::time(nullptr));
+      const std::string date = AmzDate(std::chrono::system_clock::now() +
+                                       std::chrono::milliseconds(options.clock_offset_ms->load()));
       const std::string target = "DynamoDB_20120810." + operation;
       SigV4Request sig;
       sig.payload = json;
@@ -158,10 +212,9 @@ struct DynamoClient::Impl {
                      {"x-amz-date", date},
                      {"x-amz-target", target},
                      {"content-type", "application/x-amz-json-1.0"}};
-      if (!options.credentials.session_token.empty())
-        sig.headers.emplace_back("x-amz-security-token", options.credentials.session_token);
-      const SigV4Result signature =
-          SignV4(sig, options.credentials, options.region, "dynamodb", date);
+      if (!credentials.session_token.empty())
+        sig.headers.emplace_back("x-amz-security-token", credentials.session_token);
+      const SigV4Result signature = SignV4(sig, credentials, options.region, "dynamodb", date);
       for (const auto& [name, value] : sig.headers) request.set(name, value);
       request.set(http::field::authorization, signature.authorization);
       request.keep_alive(true);
@@ -179,6 +232,8 @@ struct DynamoClient::Impl {
       if (!response.keep_alive()) Close();
       DynamoReply reply;
       reply.http_status = response.result_int();
+      if (auto d = response.find(http::field::date); d != response.end())
+        reply.date = std::string(d->value());
       const std::string& body = response.body();
       if (body.empty()) {
         reply.body.SetObject();
@@ -209,6 +264,8 @@ struct DynamoClient::Impl {
 
 DynamoClient::DynamoClient(Options options) : impl_(std::make_unique<Impl>()) {
   impl_->options = std::move(options);
+  if (!impl_->options.clock_offset_ms)
+    impl_->options.clock_offset_ms = std::make_shared<std::atomic<int64_t>>(0);
   const DynamoEndpoint& ep = impl_->options.endpoint;
   const bool default_port = ep.port == (ep.tls ? "443" : "80");
   impl_->host_header = default_port ? ep.host : ep.host + ":" + ep.port;
@@ -223,9 +280,42 @@ Result<DynamoReply> DynamoClient::Call(const std::string& operation, const std::
   std::chrono::milliseconds pause{25};
   // Full jitter, as AWS advises: members throttled together do not come back together.
   thread_local std::minstd_rand jitter(std::random_device{}());
+  bool credentials_fetched_again = false;
+  bool clock_corrected = false;
+  const Options& o = impl_->options;
   while (true) {
     auto reply = impl_->Send(operation, json);
-    if (!reply.ok() || !Retriable(*reply)) return reply;
+    if (!reply.ok()) return reply;
+    if (IsCredentialRefusal(reply->error_type)) {
+      const std::string refusal =
+          reply->error_type + (reply->error_message.empty() ? "" : ": " + reply->error_message);
+      if (o.credential_provider && !credentials_fetched_again) {
+        credentials_fetched_again = true;
+        o.credential_provider->Invalidate();
+        if (o.log)
+          o.log("CREDENTIALS refused by " + where() + " (" + refusal +
+                "); fetching them again from " + o.credential_provider->source());
+        continue;
+      }
+      const std::string source =
+          o.credential_provider ? o.credential_provider->source() : "DynamoClient::Options";
+      return Status::Connection(
+          operation + " on " + where() + ": the credentials from " + source + " were refused" +
+          (credentials_fetched_again ? " even when fetched anew" : "") + " (" + refusal + ")");
+    }
+    if (IsClockSkewRefusal(reply->error_type, reply->error_message) && !clock_corrected) {
+      const auto offset = ClockOffsetFromDate(reply->date, std::chrono::system_clock::now());
+      if (offset) {
+        clock_corrected = true;
+        o.clock_offset_ms->store(offset->count());
+        if (o.log)
+          o.log("CLOCK " + where() + " refused the request's time (" + reply->error_type +
+                "); signing with the server's clock, " + std::to_string(offset->count()) +
+                " ms from this host's");
+        continue;
+      }
+    }
+    if (!Retriable(*reply)) return reply;
     const auto wait = std::chrono::milliseconds(
         std::uniform_int_distribution<int64_t>(pause.count() / 2, pause.count())(jitter));
     if (std::chrono::steady_clock::now() + wait > deadline) {

@@ -22,6 +22,8 @@
 #include <optional>
 #include <thread>
 
+#include "consumer/aws_credentials.h"
+#include "consumer/aws_region.h"
 #include "consumer/dynamo_client.h"
 #include "consumer/internal.h"
 #include "consumer/lease_renewer.h"
@@ -50,11 +52,6 @@ int64_t NowMs() {
 // The TTL attribute's value for a time in milliseconds: seconds, rounded up, so an item never
 // counts as expired before its time.
 int64_t TtlSeconds(int64_t ms) { return (ms + 999) / 1000; }
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? v : "";
-}
 
 // The attributes of an item as read back: strings and numbers both as text.
 using Item = std::map<std::string, std::string>;
@@ -252,24 +249,30 @@ Result<std::unique_ptr<DynamoStore>> DynamoStore::Connect(const DynamoStoreOptio
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   DynamoStoreOptions& o = impl->options;
-  if (o.region.empty()) o.region = Env("AWS_REGION");
-  if (o.region.empty()) o.region = Env("AWS_DEFAULT_REGION");
-  if (o.region.empty()) o.region = "us-east-1";
-  if (o.access_key_id.empty() && o.secret_access_key.empty()) {
-    o.access_key_id = Env("AWS_ACCESS_KEY_ID");
-    o.secret_access_key = Env("AWS_SECRET_ACCESS_KEY");
-    if (o.session_token.empty()) o.session_token = Env("AWS_SESSION_TOKEN");
-  }
-  if (o.access_key_id.empty() || o.secret_access_key.empty())
-    return Status::Config(
-        "DynamoStoreOptions: no credentials (set access_key_id and secret_access_key, or "
-        "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)");
-  auto endpoint = ParseDynamoEndpoint(
-      o.endpoint.empty() ? "https://dynamodb." + o.region + ".amazonaws.com" : o.endpoint);
-  if (!endpoint.ok()) return endpoint.status();
+  const EnvLookup env = ProcessEnvironment();
+  const FileReader read_file = FileSystemReader();
+  const AwsProfile profile = LoadAwsProfile(env, read_file);
+  const DynamoLocation location = ResolveDynamoLocation(o.region, o.endpoint, env, profile.region);
+  o.region = location.region;
+  o.endpoint = location.endpoint;
+  auto plan = PlanCredentials({o.access_key_id, o.secret_access_key, o.session_token}, env, profile,
+                              o.region);
+  if (!plan.ok()) return plan.status();
+  CredentialProvider::Options provider_options;
+  provider_options.plan = std::move(*plan);
+  provider_options.timeout = o.timeout;
+  provider_options.env = env;
+  provider_options.read_file = read_file;
+  provider_options.log = o.log;
+  auto provider = CredentialProvider::Create(std::move(provider_options));
+  if (!provider.ok()) return provider.status();
+  auto endpoint = ParseDynamoEndpoint(o.endpoint);
+  if (!endpoint.ok())
+    return Status::Config(endpoint.status().message() + " (from " + location.endpoint_source + ")");
   impl->client_options.endpoint = *endpoint;
   impl->client_options.region = o.region;
-  impl->client_options.credentials = {o.access_key_id, o.secret_access_key, o.session_token};
+  impl->client_options.credential_provider = std::move(*provider);
+  impl->client_options.clock_offset_ms = std::make_shared<std::atomic<int64_t>>(0);
   impl->client_options.timeout = o.timeout;
   impl->client_options.log = o.log;
   impl->client = std::make_unique<DynamoClient>(impl->client_options);

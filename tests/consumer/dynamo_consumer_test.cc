@@ -316,8 +316,12 @@ TEST_CASE("DynamoStore: credentials from the environment; the secret never shows
   CHECK(refused.status().message().find("very-secret") == std::string::npos);
   o.access_key_id.clear();
   o.secret_access_key.clear();
+  o.session_token.clear();
   ::unsetenv("AWS_ACCESS_KEY_ID");
+  // Without it, the chain's last source is the instance metadata service.
+  ::setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
   auto none = wc::DynamoStore::Connect(o);
+  ::unsetenv("AWS_EC2_METADATA_DISABLED");
   CHECK(none.status().code() == ErrorCode::kConfig);
   auto server = StartDynalite();
   ::setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE", 1);

@@ -12,25 +12,37 @@
 namespace walrelay::consumer {
 
 struct DynamoStoreOptions {
-  // "http://host:port" or "https://host[:port]"; "" = https://dynamodb.<region>.amazonaws.com.
+  // "http://host:port" or "https://host[:port]"; "" = $AWS_ENDPOINT_URL_DYNAMODB, then
+  // $AWS_ENDPOINT_URL, then https://dynamodb.<region>.amazonaws.com (.com.cn for cn-*).
   std::string endpoint;
-  // "" = $AWS_REGION, then $AWS_DEFAULT_REGION, then "us-east-1".
+  // "" = $AWS_REGION, then $AWS_DEFAULT_REGION, then the region in the endpoint's host
+  // (dynamodb.<region>.amazonaws.com), then the profile's `region` in the AWS config file,
+  // then "us-east-1".
   std::string region;
-  // "" = $AWS_ACCESS_KEY_ID / $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN. The secret and the
-  // session token never appear in errors or logs.
+  // "" = AWS's default credential chain, first configured source wins: $AWS_ACCESS_KEY_ID /
+  // $AWS_SECRET_ACCESS_KEY / $AWS_SESSION_TOKEN; web identity ($AWS_WEB_IDENTITY_TOKEN_FILE and
+  // $AWS_ROLE_ARN, at STS); profile $AWS_PROFILE's keys in the shared credentials and config
+  // files; container credentials ($AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI);
+  // the instance metadata service (IMDSv2) unless $AWS_EC2_METADATA_DISABLED=true
+  // (docs/consumer.md, "Credentials, region and endpoint"). Temporary credentials are fetched
+  // again before they expire, and when DynamoDB refuses them as expired or unknown. The secret
+  // and the session token never appear in errors or logs.
   std::string access_key_id;
   std::string secret_access_key;
   std::string session_token;
   // The keys table: hash key `consumer`, range key `idempotency_key` (both strings), with
   // DynamoDB's TTL on the number attribute `expires_at` (CreateSchema makes it so).
   std::string table = "walrelay_consumer_keys";
-  std::chrono::milliseconds timeout = std::chrono::seconds(5);  // connect and each call
+  // Connect and each call; also each HTTP call fetching credentials (the instance metadata
+  // service's at most 1 s).
+  std::chrono::milliseconds timeout = std::chrono::seconds(5);
   // A PENDING key (attempts, last error) is kept this long after its lease ends.
   std::chrono::milliseconds pending_retention = std::chrono::hours(24);
   // As RedisStoreOptions::renew_leases: the running handler's lease is renewed every third of
   // the lease, on a connection of its own.
   bool renew_leases = true;
-  // Refused lease renewals (RENEW), throttled calls sent again (THROTTLED), one line each.
+  // Refused lease renewals (RENEW), throttled calls sent again (THROTTLED), credentials
+  // refused or a refresh outlived (CREDENTIALS), a clock correction (CLOCK), one line each.
   std::function<void(const std::string&)> log;
 };
 

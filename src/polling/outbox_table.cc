@@ -90,6 +90,38 @@ Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
   return res;
 }
 
+Status OutboxTable::CheckOrderColumn(const std::string& qualified) {
+  const PollingSettings& polling = settings_.polling;
+  // What polling/order_column.h decides on: NOT NULL, a valid unique index on the column alone
+  // (no other key column, no expression, no predicate), an identity or nextval() default, and
+  // that sequence's cache.
+  auto facts = Query(
+      "SELECT a.attnotnull,"
+      "       EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = c.oid AND i.indisunique"
+      "               AND i.indisvalid AND i.indnkeyatts = 1 AND i.indkey[0] = a.attnum"
+      "               AND i.indexprs IS NULL AND i.indpred IS NULL),"
+      "       a.attidentity <> '' OR EXISTS (SELECT 1 FROM pg_attrdef d WHERE d.adrelid = c.oid"
+      "               AND d.adnum = a.attnum AND pg_get_expr(d.adbin, d.adrelid) LIKE 'nextval(%'),"
+      "       coalesce((SELECT s.seqcache FROM pg_sequence s WHERE s.seqrelid ="
+      "               pg_get_serial_sequence(format('%I.%I', n.nspname, c.relname), a.attname)"
+      "               ::regclass), 0) "
+      "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+      "JOIN pg_attribute a ON a.attrelid = c.oid AND NOT a.attisdropped "
+      "WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = $3",
+      {polling.schema, polling.table, polling.order_column}, PGRES_TUPLES_OK);
+  if (!facts.ok()) return facts.status();
+  PGresult* res = facts->get();
+  if (PQntuples(res) != 1)
+    return Status::Internal("order column " + polling.order_column + " of " + qualified +
+                            " vanished from the catalog");
+  const OrderColumnVerdict verdict =
+      walrelay::CheckOrderColumn({qualified, polling.order_column, PQgetvalue(res, 0, 0)[0] == 't',
+                                  PQgetvalue(res, 0, 1)[0] == 't', PQgetvalue(res, 0, 2)[0] == 't',
+                                  std::stoll(PQgetvalue(res, 0, 3))});
+  for (const std::string& warning : verdict.warnings) spdlog::warn("{}", warning);
+  return verdict.error;
+}
+
 Status OutboxTable::Describe() {
   const PollingSettings& polling = settings_.polling;
   const std::string qualified = polling.schema + "." + polling.table;
@@ -136,6 +168,7 @@ Status OutboxTable::Describe() {
                           "' (rows are relayed in its order: add an identity column, see "
                           "docs/outbox-polling.sql)");
   }
+  WALRELAY_RETURN_IF_ERROR(CheckOrderColumn(qualified));
   if (!polling.marks_by_delete()) {
     if (mark_type.empty()) {
       return Status::Config("'polling.mark': table " + qualified + " has no column '" +

@@ -26,6 +26,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "pg/pg_handles.h"
+#include "polling/order_column.h"
 
 namespace walrelay {
 
@@ -77,6 +78,9 @@ class OutboxTable {
  private:
   OutboxTable(const RelaySettings& settings, PgConnPtr conn);
   Status Describe();
+  // Stops the relay before it reads a row when polling.order.column cannot mark rows by its
+  // value alone (polling/order_column.h), and logs what may break per-key order.
+  Status CheckOrderColumn(const std::string& qualified);
   Result<PgResultPtr> Query(const std::string& sql, const std::vector<std::string>& params,
                             ExecStatusType expected);
 

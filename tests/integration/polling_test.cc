@@ -308,6 +308,52 @@ TEST_CASE("polling: one relay polls at a time; a standby takes the lease when it
   (void)active_log;
 }
 
+TEST_CASE("polling: an order column that cannot mark rows by its value alone stops the relay "
+          "before it reads a row") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  // One 250-row transaction: created_at (DEFAULT now()) holds one value for all of them, so a
+  // mark by value after a batch of 100 would delete all 250.
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) SELECT "
+          "gen_random_uuid(), 'order', g::text, 'created', '{}' FROM generate_series(1, 250) g");
+  // The relay exits by itself, at once, with the configuration's exit code.
+  auto refused = [&](const std::map<std::string, std::string>& overrides) {
+    auto child = fx.SpawnRelay(fx.WriteConfig("order", Polling(overrides)));
+    auto code = child->Wait(20s);
+    REQUIRE_MESSAGE(code.ok(), "the relay did not stop: " << Log(fx));
+    CHECK(*code == 2);
+    CHECK(Rows(fx) == 250);  // nothing marked
+    return Log(fx);
+  };
+  SUBCASE("a value many rows share") {
+    const std::string log =
+        refused({{"polling.order.column", "created_at"}, {"polling.batch.size", "100"}});
+    CHECK_MESSAGE(log.find("'polling.order.column': column 'created_at' of public.outbox lacks a "
+                           "unique index on it alone") != std::string::npos,
+                  log);
+  }
+  SUBCASE("a nullable column, unique or not") {
+    fx.Exec("ALTER TABLE outbox ADD COLUMN n bigint UNIQUE");
+    const std::string log = refused({{"polling.order.column", "n"}});
+    CHECK_MESSAGE(log.find("column 'n' of public.outbox lacks NOT NULL:") != std::string::npos,
+                  log);
+  }
+  SUBCASE("unique with another column") {
+    fx.Exec("CREATE UNIQUE INDEX outbox_pair ON outbox (created_at, id)");
+    const std::string log = refused({{"polling.order.column", "created_at"}});
+    CHECK_MESSAGE(log.find("lacks a unique index on it alone") != std::string::npos, log);
+  }
+  SUBCASE("unique, but not from a sequence: starts, and says what per-key order needs") {
+    auto relay =
+        StartPolling(fx, fx.WriteConfig("uuid", Polling({{"polling.order.column", "id"}})));
+    CHECK_MESSAGE(Log(fx).find("'polling.order.column': column 'id' of public.outbox is neither an "
+                               "identity column nor drawn from a sequence") != std::string::npos,
+                  Log(fx));
+    REQUIRE(Eventually([&] { return Rows(fx) == 0; }, 30s));
+    CHECK(ReadRecords(fx, {"outbox.event.order"}, 250).size() == 250);
+  }
+}
+
 TEST_CASE("polling: wrong keys fail at start naming the key, table and column") {
   RelayFixture fx;
   auto run = [&](const std::map<std::string, std::string>& overrides) {

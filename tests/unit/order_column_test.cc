@@ -1,0 +1,60 @@
+// polling/order_column.h: every combination of what the catalog says about
+// polling.order.column, against the table of what the relay must do.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "polling/order_column.h"
+
+namespace walrelay {
+namespace {
+
+TEST_CASE("CheckOrderColumn: NOT NULL, unique alone, from a sequence, the sequence's cache") {
+  struct Row {
+    bool not_null, unique_alone, from_sequence;
+    int64_t cache;
+    bool starts;             // the relay may start
+    std::string in_message;  // in the error, or in the one warning ("" = no warning)
+  };
+  const Row rows[] = {
+      // Marks by a value two rows may share, or that may be NULL: never start.
+      {false, false, false, 0, false, "lacks NOT NULL and a unique index on it alone"},
+      {false, false, true, 1, false, "lacks NOT NULL and a unique index on it alone"},
+      {false, true, false, 0, false, "lacks NOT NULL:"},
+      {false, true, true, 1, false, "lacks NOT NULL:"},
+      {false, true, true, 20, false, "lacks NOT NULL:"},
+      {true, false, false, 0, false, "lacks a unique index on it alone"},
+      {true, false, true, 1, false, "lacks a unique index on it alone"},
+      {true, false, true, 20, false, "lacks a unique index on it alone"},
+      // Marks are safe: start, warning when per-key order is not assured.
+      {true, true, false, 0, true, "neither an identity column nor drawn from a sequence"},
+      {true, true, true, 0, true, ""},  // a sequence whose cache could not be read
+      {true, true, true, 1, true, ""},
+      {true, true, true, 20, true, "CACHE 20"},
+  };
+  for (const Row& r : rows) {
+    INFO("not null " << r.not_null << ", unique alone " << r.unique_alone << ", sequence "
+                     << r.from_sequence << ", cache " << r.cache);
+    const OrderColumnVerdict v = CheckOrderColumn(
+        {"public.outbox", "created_at", r.not_null, r.unique_alone, r.from_sequence, r.cache});
+    CHECK(v.error.ok() == r.starts);
+    if (!r.starts) {
+      CHECK(v.error.code() == ErrorCode::kConfig);
+      const std::string& m = v.error.message();
+      CHECK_MESSAGE(m.find(r.in_message) != std::string::npos, m);
+      // The key, the table and the column, and how to fix it.
+      CHECK(m.find("'polling.order.column': column 'created_at' of public.outbox") == 0);
+      CHECK(m.find("CREATE UNIQUE INDEX ON public.outbox (seq)") != std::string::npos);
+      CHECK(v.warnings.empty());
+    } else if (r.in_message.empty()) {
+      CHECK(v.warnings.empty());
+    } else {
+      REQUIRE(v.warnings.size() == 1);
+      CHECK_MESSAGE(v.warnings[0].find(r.in_message) != std::string::npos, v.warnings[0]);
+      CHECK(v.warnings[0].find("column 'created_at' of public.outbox") != std::string::npos);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace walrelay

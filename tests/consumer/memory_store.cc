@@ -55,6 +55,7 @@ Result<wc::Claim> MemoryStore::Acquire(const std::string& consumer, const std::s
   record->owner = owner;
   record->attempts += 1;
   record->fencing_token += 1;
+  record->claimed_at = now;
   record->lease_until = now + lease;
   record->expires_at = now + lease + pending_retention_;
   claim.attempts = record->attempts;

@@ -72,6 +72,7 @@ class MemoryStore final : public wc::IdempotencyStore {
     std::string result;
     std::string last_error;
     std::string payload_hash;
+    std::chrono::steady_clock::time_point claimed_at;
     std::chrono::steady_clock::time_point lease_until;
     std::chrono::steady_clock::time_point expires_at;
   };
@@ -104,6 +105,8 @@ class MemoryStore final : public wc::IdempotencyStore {
 
   // The key as stored now; nullopt when absent (or expired).
   std::optional<KeyRecord> Inspect(const std::string& consumer, const std::string& key);
+  // The store's clock now.
+  std::chrono::steady_clock::time_point now() const { return clock_(); }
 
  private:
   using Id = std::pair<std::string, std::string>;  // (consumer, key)

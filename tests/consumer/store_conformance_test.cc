@@ -37,6 +37,12 @@ struct StoreTraits {
   // A claimant of a key whose handler is running waits for the run's end and then sees the key
   // COMPLETED (PostgresStore: the row lock), instead of a CONFLICT at once.
   bool claim_blocks_while_running = false;
+  // A PENDING key is kept a retention past its lease (PostgresStore keeps the lease end as the
+  // row's expiry, and its Cleanup applies the retention).
+  bool pending_kept_past_lease = true;
+  // A handler learns from HandlerContext::claim_held() that its lease ended (MemoryStore gives
+  // handlers no lease: always held).
+  bool handler_sees_lease = true;
 };
 
 // A distinct consumer name per case, so that makers can share one server per process.
@@ -67,7 +73,7 @@ std::string RowText(const std::string& state, const std::string& attempts,
 class MemoryMaker {
  public:
   static constexpr const char* kName = "MemoryStore";
-  static constexpr StoreTraits kTraits{};
+  static constexpr StoreTraits kTraits{true, false, true, false};
 
   wc::IdempotencyStore& store() { return store_; }
   wc::IdempotencyStore& second() { return store_; }
@@ -78,6 +84,18 @@ class MemoryMaker {
     if (!r) return "(none)";
     const char* names[] = {"PENDING", "COMPLETED", "FAILED"};
     return RowText(names[static_cast<int>(r->state)], std::to_string(r->attempts), r->owner);
+  }
+  // The key's lease as stored: its end minus the claim's time, on the store's clock.
+  std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
+    auto r = store_.Inspect(consumer, key);
+    REQUIRE(r);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(r->lease_until - r->claimed_at);
+  }
+  // How long the store keeps the key from now.
+  std::chrono::milliseconds KeptFor(const std::string& consumer, const std::string& key) {
+    auto r = store_.Inspect(consumer, key);
+    REQUIRE(r);
+    return std::chrono::duration_cast<std::chrono::milliseconds>(r->expires_at - store_.now());
   }
   // Lets `lease` (and a little more) pass for the store.
   void PassLease(std::chrono::milliseconds lease) { clock_.Advance(lease + 1ms); }
@@ -96,7 +114,7 @@ void SleepPast(std::chrono::milliseconds lease) { std::this_thread::sleep_for(le
 class PostgresMaker {
  public:
   static constexpr const char* kName = "PostgresStore";
-  static constexpr StoreTraits kTraits{false, true};
+  static constexpr StoreTraits kTraits{false, true, false, true};
 
   PostgresMaker() : first_(Server().Store()), second_(Server().Store()) {}
   wc::IdempotencyStore& store() { return *first_; }
@@ -112,7 +130,17 @@ class PostgresMaker {
     const auto& row = rows->front();
     return RowText(*row[0], *row[1], *row[2]);
   }
+  std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
+    return Millis(consumer, key, "expires_at - locked_at");
+  }
+  std::chrono::milliseconds KeptFor(const std::string& consumer, const std::string& key) {
+    return Millis(consumer, key, "expires_at - now()");
+  }
   void PassLease(std::chrono::milliseconds lease) { SleepPast(lease); }
+  // The rows handlers wrote to `effects` for `key`, with the store's transactions.
+  static int Effects(const std::string& key) {
+    return Server().Count("SELECT count(*) FROM effects WHERE key = '" + key + "'");
+  }
   // Whether a session waits on a row lock (the blocked claimant).
   static bool ClaimantWaits() {
     return Server().Count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") ==
@@ -123,6 +151,14 @@ class PostgresMaker {
   static ConsumerFixture& Server() {
     static ConsumerFixture fixture;
     return fixture;
+  }
+  // An interval expression over the key's row, in milliseconds.
+  static std::chrono::milliseconds Millis(const std::string& consumer, const std::string& key,
+                                          const std::string& interval) {
+    return std::chrono::milliseconds(std::stoll(
+        Server().Value("SELECT round(extract(epoch FROM " + interval +
+                       ") * 1000)::bigint FROM walrelay_consumer_keys WHERE consumer_name = '" +
+                       consumer + "' AND idempotency_key = '" + key + "'")));
   }
   std::unique_ptr<wc::PostgresStore> first_, second_;
 };
@@ -138,12 +174,15 @@ class RedisMaker {
   wc::IdempotencyStore& second() { return *second_; }
   wc::IdempotencyStore& unrenewed() { return *unrenewed_; }
   std::string State(const std::string& consumer, const std::string& key) {
-    auto field = [&](const char* name) {
-      auto v = Server().Command({"HGET", "walrelay:consumer:" + consumer + ":" + key, name});
-      REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-      return *v;
-    };
-    return RowText(field("state"), field("attempts"), field("owner"));
+    return RowText(Hget(consumer, key, "state"), Hget(consumer, key, "attempts"),
+                   Hget(consumer, key, "owner"));
+  }
+  std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
+    return std::chrono::milliseconds(std::stoll(Hget(consumer, key, "expires_at")) -
+                                     std::stoll(Hget(consumer, key, "locked_at")));
+  }
+  std::chrono::milliseconds KeptFor(const std::string& consumer, const std::string& key) {
+    return std::chrono::milliseconds(std::stoll(Run({"PTTL", Name(consumer, key)})));
   }
   void PassLease(std::chrono::milliseconds lease) { SleepPast(lease); }
 
@@ -155,6 +194,17 @@ class RedisMaker {
       return std::move(r).value();
     }();
     return *server;
+  }
+  static std::string Name(const std::string& consumer, const std::string& key) {
+    return "walrelay:consumer:" + consumer + ":" + key;
+  }
+  static std::string Run(const std::vector<std::string>& command) {
+    auto v = Server().Command(command);
+    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+    return *v;
+  }
+  static std::string Hget(const std::string& consumer, const std::string& key, const char* field) {
+    return Run({"HGET", Name(consumer, key), field});
   }
   static std::unique_ptr<wc::RedisStore> Connect(bool renew_leases) {
     wc::RedisStoreOptions o;
@@ -179,15 +229,15 @@ class RedisClusterMaker {
   wc::IdempotencyStore& second() { return *second_; }
   wc::IdempotencyStore& unrenewed() { return *unrenewed_; }
   std::string State(const std::string& consumer, const std::string& key) {
-    const std::string name = "walrelay:consumer:" + consumer + ":" + key;
-    auto master = Cluster().MasterOf(wc::KeySlot(name));
-    REQUIRE_MESSAGE(master.ok(), master.status().ToString());
-    auto field = [&](const char* f) {
-      auto v = Cluster().Command(*master, {"HGET", name, f});
-      REQUIRE_MESSAGE(v.ok(), v.status().ToString());
-      return *v;
-    };
-    return RowText(field("state"), field("attempts"), field("owner"));
+    return RowText(Hget(consumer, key, "state"), Hget(consumer, key, "attempts"),
+                   Hget(consumer, key, "owner"));
+  }
+  std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
+    return std::chrono::milliseconds(std::stoll(Hget(consumer, key, "expires_at")) -
+                                     std::stoll(Hget(consumer, key, "locked_at")));
+  }
+  std::chrono::milliseconds KeptFor(const std::string& consumer, const std::string& key) {
+    return std::chrono::milliseconds(std::stoll(OnOwner(consumer, key, {"PTTL"})));
   }
   void PassLease(std::chrono::milliseconds lease) { SleepPast(lease); }
 
@@ -199,6 +249,20 @@ class RedisClusterMaker {
       return std::move(r).value();
     }();
     return *cluster;
+  }
+  // `command` followed by the key's name, on the master of the key's slot.
+  static std::string OnOwner(const std::string& consumer, const std::string& key,
+                             std::vector<std::string> command) {
+    const std::string name = "walrelay:consumer:" + consumer + ":" + key;
+    auto master = Cluster().MasterOf(wc::KeySlot(name));
+    REQUIRE_MESSAGE(master.ok(), master.status().ToString());
+    command.insert(command.begin() + 1, name);
+    auto v = Cluster().Command(*master, command);
+    REQUIRE_MESSAGE(v.ok(), v.status().ToString());
+    return *v;
+  }
+  static std::string Hget(const std::string& consumer, const std::string& key, const char* field) {
+    return OnOwner(consumer, key, {"HGET", field});
   }
   static std::unique_ptr<wc::RedisStore> Connect(bool renew_leases) {
     wc::RedisStoreOptions o;
@@ -224,6 +288,34 @@ class DynamoMaker {
   wc::IdempotencyStore& second() { return *second_; }
   wc::IdempotencyStore& unrenewed() { return *unrenewed_; }
   std::string State(const std::string& consumer, const std::string& key) {
+    return RowText(Field(consumer, key, "state"), Field(consumer, key, "attempts"),
+                   Field(consumer, key, "owner"));
+  }
+  std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
+    return std::chrono::milliseconds(std::stoll(Field(consumer, key, "lease_until_ms")) -
+                                     std::stoll(Field(consumer, key, "locked_at_ms")));
+  }
+  // DynamoDB's TTL counts in seconds: to within a second.
+  std::chrono::milliseconds KeptFor(const std::string& consumer, const std::string& key) {
+    const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    return std::chrono::seconds(std::stoll(Field(consumer, key, "expires_at"))) - now;
+  }
+  void PassLease(std::chrono::milliseconds lease) { SleepPast(lease); }
+
+ private:
+  static devtools::DynaliteSandbox& Server() {
+    static std::unique_ptr<devtools::DynaliteSandbox> server = [] {
+      auto d = devtools::DynaliteSandbox::Start();
+      REQUIRE_MESSAGE(d.ok(), d.status().ToString());
+      return std::move(d).value();
+    }();
+    return *server;
+  }
+  // An attribute of the key's item as text ("" when absent; "(none)" when there is no item),
+  // read with a client of its own.
+  static std::string Field(const std::string& consumer, const std::string& key,
+                           const char* attribute) {
     wc::DynamoClient::Options o;
     o.endpoint = *wc::ParseDynamoEndpoint(Server().endpoint());
     o.region = "us-east-1";
@@ -237,25 +329,11 @@ class DynamoMaker {
     REQUIRE_MESSAGE(r->error_type.empty(), r->error_type << ": " << r->error_message);
     const rapidjson::Value* item = wc::JsonMember(r->body, "Item");
     if (item == nullptr) return "(none)";
-    auto field = [&](const char* name) -> std::string {
-      const rapidjson::Value* a = wc::JsonMember(*item, name);
-      if (a == nullptr) return "";
-      for (const char* type : {"S", "N"})
-        if (const rapidjson::Value* v = wc::JsonMember(*a, type)) return v->GetString();
-      return "?";
-    };
-    return RowText(field("state"), field("attempts"), field("owner"));
-  }
-  void PassLease(std::chrono::milliseconds lease) { SleepPast(lease); }
-
- private:
-  static devtools::DynaliteSandbox& Server() {
-    static std::unique_ptr<devtools::DynaliteSandbox> server = [] {
-      auto d = devtools::DynaliteSandbox::Start();
-      REQUIRE_MESSAGE(d.ok(), d.status().ToString());
-      return std::move(d).value();
-    }();
-    return *server;
+    const rapidjson::Value* a = wc::JsonMember(*item, attribute);
+    if (a == nullptr) return "";
+    for (const char* type : {"S", "N"})
+      if (const rapidjson::Value* v = wc::JsonMember(*a, type)) return v->GetString();
+    return "?";
   }
   static std::unique_ptr<wc::DynamoStore> Connect(bool renew_leases) {
     wc::DynamoStoreOptions o;
@@ -278,10 +356,15 @@ class DynamoMaker {
 #define WALRELAY_CONFORMING_STORES MemoryMaker
 #endif
 
-// A handler that counts its runs and completes with "done <key>".
+// A handler that counts its runs and completes with "done <key>"; where the store gives it a
+// connection (PostgresStore), it also writes a row to `effects` in the store's transaction.
 wc::Handler Counting(std::atomic<int>& runs) {
   return [&runs](wc::HandlerContext& ctx) {
     ++runs;
+    if (ctx.has_connection()) {
+      auto r = ctx.Exec("INSERT INTO effects (key) VALUES ($1)", {ctx.idempotency_key()});
+      if (!r.ok()) return wc::HandlerContext::SqlFailure(r.status());
+    }
     return wc::HandlerResult::Done("done " + ctx.idempotency_key());
   };
 }
@@ -318,50 +401,62 @@ TEST_CASE_TEMPLATE("conformance: conflict while the lease runs, takeover after i
   Maker m;
   const std::string svc = FreshConsumer();
   const auto lease = 700ms;
+  // The key names the case: PostgreSQL's `effects` rows are counted by key.
+  const std::string k = "taken-" + svc;
   std::atomic<int> runs{0};
-  auto a = m.store().Acquire(svc, "k", "owner-a", lease, Msg());
+  auto a = m.store().Acquire(svc, k, "owner-a", lease, Msg());
   REQUIRE(a.ok());
   REQUIRE(a->state == wc::Claim::State::kAcquired);
 
   // CONFLICT: another owner while the lease runs; nothing changes.
-  auto b = m.second().Acquire(svc, "k", "owner-b", 10s, Msg());
+  auto b = m.second().Acquire(svc, k, "owner-b", 10s, Msg());
   REQUIRE(b.ok());
   CHECK(b->state == wc::Claim::State::kConflict);
   CHECK(b->previous_owner == "owner-a");
   CHECK(b->retry_after > 0ms);
   CHECK(b->retry_after <= lease);
-  CHECK(m.State(svc, "k") == "PENDING/1/owner-a");
+  CHECK(m.State(svc, k) == "PENDING/1/owner-a");
 
   // TAKEN_OVER once the lease has ended: attempts + 1 and a larger token.
   m.PassLease(lease);
-  auto taken = m.second().Acquire(svc, "k", "owner-b", 10s, Msg());
+  auto taken = m.second().Acquire(svc, k, "owner-b", 10s, Msg());
   REQUIRE(taken.ok());
   CHECK(taken->state == wc::Claim::State::kTakenOver);
   CHECK(taken->previous_owner == "owner-a");
   CHECK(taken->attempts == 2);
   if (Maker::kTraits.fencing_tokens) CHECK(taken->fencing_token > a->fencing_token);
   else CHECK(taken->fencing_token == 0);
-  CHECK(m.State(svc, "k") == "PENDING/2/owner-b");
+  CHECK(m.State(svc, k) == "PENDING/2/owner-b");
 
   // The old owner's late completion is refused; the new owner's goes through.
-  auto late = m.store().Run(svc, "k", "owner-a", 1h, Msg(), 1, Counting(runs));
+  auto late = m.store().Run(svc, k, "owner-a", 1h, Msg(), 1, Counting(runs));
   REQUIRE(late.ok());
   CHECK(late->kind == wc::RunOutcome::Kind::kLost);
-  CHECK(m.State(svc, "k") == "PENDING/2/owner-b");
-  auto run = m.second().Run(svc, "k", "owner-b", 1h, Msg(), 2, Counting(runs));
+  CHECK(m.State(svc, k) == "PENDING/2/owner-b");
+  auto run = m.second().Run(svc, k, "owner-b", 1h, Msg(), 2, Counting(runs));
   REQUIRE_MESSAGE(run.ok(), run.status().ToString());
   CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
-  CHECK(run->handler.result == "done k");
-  CHECK(m.State(svc, "k") == "COMPLETED/2/-");
+  CHECK(run->handler.result == "done " + k);
+  CHECK(m.State(svc, k) == "COMPLETED/2/-");
+  if (Maker::kTraits.claim_blocks_while_running) {
+#ifndef WALRELAY_CONFORMANCE_MEMORY_ONLY
+    // PostgresStore: the stale run's writes went with its refused transaction.
+    if constexpr (std::is_same_v<Maker, PostgresMaker>) CHECK(PostgresMaker::Effects(k) == 1);
+#endif
+  } else {
+    // Lease stores: the stale owner's handler ran, its effect happened (the documented limit
+    // of these stores: a fencing token downstream is what keeps it out).
+    CHECK(runs == 2);
+  }
 
   // DUPLICATE, with the stored result and the first payload's hash, whatever the payload now.
-  auto dup = m.store().Acquire(svc, "k", "owner-c", 10s, Msg("another payload"));
+  auto dup = m.store().Acquire(svc, k, "owner-c", 10s, Msg("another payload"));
   REQUIRE(dup.ok());
   CHECK(dup->state == wc::Claim::State::kDuplicate);
-  CHECK(dup->result == "done k");
+  CHECK(dup->result == "done " + k);
   CHECK(dup->attempts == 2);
   CHECK(dup->payload_hash == wc::PayloadHash(Msg()));
-  CHECK(m.State(svc, "k") == "COMPLETED/2/-");
+  CHECK(m.State(svc, k) == "COMPLETED/2/-");
 }
 
 TEST_CASE_TEMPLATE("conformance: Release keeps the attempt and the error; Unclaim uncounts the "
@@ -449,6 +544,9 @@ TEST_CASE_TEMPLATE("conformance: a claim while another owner's handler runs", Ma
   std::thread holder([&] {
     auto run = m.store().Run(svc, "k", "owner-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
       CHECK(ctx.claim_held());
+      // The row lock holds the key until the transaction ends, however long that is.
+      if (Maker::kTraits.claim_blocks_while_running)
+        CHECK(ctx.claim_held_until() == std::chrono::steady_clock::time_point::max());
       in_handler = true;
       while (!release) std::this_thread::sleep_for(5ms);
       return wc::HandlerResult::Done("first");
@@ -530,14 +628,21 @@ TEST_CASE_TEMPLATE("conformance fencing: a handler stalled past its lease while 
   };
   auto run_a = m.unrenewed().Run(svc, "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
     effects.push_back("a#" + std::to_string(ctx.fencing_token()));
+    CHECK(ctx.claim_held());
     m.PassLease(lease);  // stalled past its lease
+    // The handler can tell, though nothing renewed or refused (MemoryStore gives it no lease).
+    if (Maker::kTraits.handler_sees_lease) CHECK(!ctx.claim_held());
     claim_b();
     if (b_first) run_b();  // B completes while A is stalled
     return wc::HandlerResult::Done("by a");
   });
   REQUIRE(run_a.ok());
   CHECK(run_a->kind == wc::RunOutcome::Kind::kLost);  // the stale token's mark is refused
-  if (!b_first) run_b();  // B claimed while A was stalled, and completes after A's refused mark
+  if (!b_first) {
+    // B claimed while A was stalled and completes after A's refused mark, which changed nothing.
+    CHECK(m.State(svc, "k") == "PENDING/2/member-b");
+    run_b();
+  }
   REQUIRE(outcome_b);
   CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
   CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
@@ -546,6 +651,40 @@ TEST_CASE_TEMPLATE("conformance fencing: a handler stalled past its lease while 
   REQUIRE(dup.ok());
   CHECK(dup->state == wc::Claim::State::kDuplicate);
   CHECK(dup->result == "by b");
+}
+
+TEST_CASE_TEMPLATE("conformance: a lease is stored as claimed; COMPLETED and FAILED keys are kept "
+                   "for their ttl, PENDING ones past their lease",
+                   Maker, WALRELAY_CONFORMING_STORES) {
+  Maker m;
+  const std::string svc = FreshConsumer();
+  std::atomic<int> runs{0};
+  REQUIRE(m.store().Acquire(svc, "k", "owner-a", 700ms, Msg())->state ==
+          wc::Claim::State::kAcquired);
+  // The lease's end is the claim's time plus the lease, both on the store's clock.
+  CHECK(m.LeaseLength(svc, "k") == 700ms);
+  if (Maker::kTraits.pending_kept_past_lease) {
+    CHECK(m.KeptFor(svc, "k") > 86'000'000ms);  // the 24 h retention past the lease
+  } else {
+    // PostgresStore: the row expires with its lease; Cleanup applies the retention.
+    CHECK(m.KeptFor(svc, "k") > 0ms);
+    CHECK(m.KeptFor(svc, "k") <= 700ms);
+  }
+  REQUIRE(m.store().Run(svc, "k", "owner-a", 1h, Msg(), 1, Counting(runs))->kind ==
+          wc::RunOutcome::Kind::kCompleted);
+  CHECK(m.KeptFor(svc, "k") > 3'590'000ms);
+  CHECK(m.KeptFor(svc, "k") <= 3'601'000ms);
+
+  auto r = m.store().Acquire(svc, "r", "owner-a", 10s, Msg());
+  REQUIRE(r.ok());
+  REQUIRE(*m.store().MarkFailed(svc, "r", "owner-a", r->fencing_token, "Poison: bad", 2h));
+  CHECK(m.KeptFor(svc, "r") > 7'190'000ms);
+  CHECK(m.KeptFor(svc, "r") <= 7'201'000ms);
+  // Nothing has expired: Cleanup removes nothing (and nothing for the stores whose server
+  // expires keys itself).
+  auto cleaned = wc::Cleanup(m.store(), 100);
+  REQUIRE(cleaned.ok());
+  CHECK(*cleaned == 0);
 }
 
 // Keys in every state a claim can answer: "new" (absent), "held" (another owner's live claim),

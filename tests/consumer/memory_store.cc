@@ -55,6 +55,8 @@ Result<wc::Claim> MemoryStore::Acquire(const std::string& consumer, const std::s
   record->owner = owner;
   record->attempts += 1;
   record->fencing_token += 1;
+  record->topic = message.topic;
+  record->offset = message.offset;
   record->claimed_at = now;
   record->lease_until = now + lease;
   record->expires_at = now + lease + pending_retention_;

@@ -72,6 +72,8 @@ class MemoryStore final : public wc::IdempotencyStore {
     std::string result;
     std::string last_error;
     std::string payload_hash;
+    std::string topic;  // the record that last claimed the key
+    int64_t offset = 0;
     std::chrono::steady_clock::time_point claimed_at;
     std::chrono::steady_clock::time_point lease_until;
     std::chrono::steady_clock::time_point expires_at;

@@ -85,6 +85,18 @@ class MemoryMaker {
     const char* names[] = {"PENDING", "COMPLETED", "FAILED"};
     return RowText(names[static_cast<int>(r->state)], std::to_string(r->attempts), r->owner);
   }
+  // "<topic>:<offset>:<payload hash>" as stored: the record that claimed the key last.
+  std::string Stored(const std::string& consumer, const std::string& key) {
+    auto r = store_.Inspect(consumer, key);
+    REQUIRE(r);
+    return r->topic + ":" + std::to_string(r->offset) + ":" + r->payload_hash;
+  }
+  // The fencing token the key was marked COMPLETED under (0 for a store without tokens).
+  int64_t CompletedToken(const std::string& consumer, const std::string& key) {
+    auto r = store_.Inspect(consumer, key);
+    REQUIRE(r);
+    return r->fencing_token;
+  }
   // The key's lease as stored: its end minus the claim's time, on the store's clock.
   std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
     auto r = store_.Inspect(consumer, key);
@@ -130,6 +142,13 @@ class PostgresMaker {
     const auto& row = rows->front();
     return RowText(*row[0], *row[1], *row[2]);
   }
+  std::string Stored(const std::string& consumer, const std::string& key) {
+    return Server().Value(
+        "SELECT topic || ':' || kafka_offset || ':' || payload_hash FROM walrelay_consumer_keys "
+        "WHERE consumer_name = '" +
+        consumer + "' AND idempotency_key = '" + key + "'");
+  }
+  int64_t CompletedToken(const std::string&, const std::string&) { return 0; }
   std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
     return Millis(consumer, key, "expires_at - locked_at");
   }
@@ -176,6 +195,13 @@ class RedisMaker {
   std::string State(const std::string& consumer, const std::string& key) {
     return RowText(Hget(consumer, key, "state"), Hget(consumer, key, "attempts"),
                    Hget(consumer, key, "owner"));
+  }
+  std::string Stored(const std::string& consumer, const std::string& key) {
+    return Hget(consumer, key, "topic") + ":" + Hget(consumer, key, "offset") + ":" +
+           Hget(consumer, key, "payload_hash");
+  }
+  int64_t CompletedToken(const std::string& consumer, const std::string& key) {
+    return std::stoll(Hget(consumer, key, "done_fence"));
   }
   std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
     return std::chrono::milliseconds(std::stoll(Hget(consumer, key, "expires_at")) -
@@ -231,6 +257,13 @@ class RedisClusterMaker {
   std::string State(const std::string& consumer, const std::string& key) {
     return RowText(Hget(consumer, key, "state"), Hget(consumer, key, "attempts"),
                    Hget(consumer, key, "owner"));
+  }
+  std::string Stored(const std::string& consumer, const std::string& key) {
+    return Hget(consumer, key, "topic") + ":" + Hget(consumer, key, "offset") + ":" +
+           Hget(consumer, key, "payload_hash");
+  }
+  int64_t CompletedToken(const std::string& consumer, const std::string& key) {
+    return std::stoll(Hget(consumer, key, "done_fence"));
   }
   std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
     return std::chrono::milliseconds(std::stoll(Hget(consumer, key, "expires_at")) -
@@ -290,6 +323,13 @@ class DynamoMaker {
   std::string State(const std::string& consumer, const std::string& key) {
     return RowText(Field(consumer, key, "state"), Field(consumer, key, "attempts"),
                    Field(consumer, key, "owner"));
+  }
+  std::string Stored(const std::string& consumer, const std::string& key) {
+    return Field(consumer, key, "topic") + ":" + Field(consumer, key, "kafka_offset") + ":" +
+           Field(consumer, key, "payload_hash");
+  }
+  int64_t CompletedToken(const std::string& consumer, const std::string& key) {
+    return std::stoll(Field(consumer, key, "done_fence"));
   }
   std::chrono::milliseconds LeaseLength(const std::string& consumer, const std::string& key) {
     return std::chrono::milliseconds(std::stoll(Field(consumer, key, "lease_until_ms")) -
@@ -388,6 +428,7 @@ TEST_CASE_TEMPLATE("conformance: a new key is ACQUIRED with attempt 1, a fencing
   CHECK(a->payload_hash == wc::PayloadHash(Msg()));
   CHECK(a->last_error.empty());
   CHECK(m.State(svc, "k") == "PENDING/1/owner-a");
+  CHECK(m.Stored(svc, "k") == "orders:17:" + wc::PayloadHash(Msg()));
   // Another consumer name has its own keys.
   auto other = m.store().Acquire(svc + "-other", "k", "owner-c", 10s, Msg());
   REQUIRE(other.ok());
@@ -653,6 +694,7 @@ TEST_CASE_TEMPLATE("conformance fencing: a handler stalled past its lease while 
   CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
   CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
   CHECK(m.State(svc, "k") == "COMPLETED/2/-");
+  CHECK(m.CompletedToken(svc, "k") == 2);  // marked under B's token
   auto dup = m.store().Acquire(svc, "k", "member-c", 10s, Msg());
   REQUIRE(dup.ok());
   CHECK(dup->state == wc::Claim::State::kDuplicate);

@@ -65,7 +65,7 @@ std::string Field(const devtools::DynaliteSandbox& server, const std::string& ke
   return "?";
 }
 
-int64_t NowMs() {
+[[maybe_unused]] int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -87,122 +87,6 @@ wc::Handler Counting(std::map<std::string, int>& effects, std::mutex& mu) {
     ++effects[ctx.idempotency_key()];
     return wc::HandlerResult::Done("done " + ctx.idempotency_key());
   };
-}
-
-TEST_CASE("DynamoStore: acquired, conflict, stale takeover, duplicate, released and failed") {
-  auto server = StartDynalite();
-  auto store = Connect(*server);
-  std::map<std::string, int> effects;
-  std::mutex mu;
-
-  // ACQUIRED: a new key, one attempt, token 1, a lease and a TTL past it by the retention.
-  const int64_t before = NowMs();
-  auto a = store->Acquire("svc", "k", "owner-a", 700ms, Msg());
-  REQUIRE_MESSAGE(a.ok(), a.status().ToString());
-  CHECK(a->state == wc::Claim::State::kAcquired);
-  CHECK(a->attempts == 1);
-  CHECK(a->fencing_token == 1);
-  CHECK(a->payload_hash == wc::PayloadHash(Msg()));
-  CHECK(Field(*server, "k", "state") == "PENDING");
-  CHECK(Field(*server, "k", "owner") == "owner-a");
-  CHECK(Field(*server, "k", "topic") == "orders");
-  CHECK(Field(*server, "k", "kafka_offset") == "17");
-  CHECK(Field(*server, "k", "payload_hash") == wc::PayloadHash(Msg()));
-  const int64_t locked_at = std::stoll(Field(*server, "k", "locked_at_ms"));
-  CHECK(locked_at >= before);
-  CHECK(std::stoll(Field(*server, "k", "lease_until_ms")) - locked_at == 700);
-  CHECK(std::stoll(Field(*server, "k", "expires_at")) - locked_at / 1000 >= 86'400);
-
-  // CONFLICT: another owner while the lease runs; nothing changes.
-  auto b = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-  REQUIRE(b.ok());
-  CHECK(b->state == wc::Claim::State::kConflict);
-  CHECK(b->previous_owner == "owner-a");
-  CHECK(b->retry_after > 0ms);
-  CHECK(b->retry_after <= 700ms);
-  CHECK(Field(*server, "k", "attempts") == "1");
-
-  // TAKEN_OVER once the lease has ended; the fencing token grows.
-  Result<wc::Claim> taken = Status::Internal("not run");
-  REQUIRE(WaitUntil(
-      [&] {
-        taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-        return taken.ok() && taken->state != wc::Claim::State::kConflict;
-      },
-      5s));
-  CHECK(taken->state == wc::Claim::State::kTakenOver);
-  CHECK(taken->previous_owner == "owner-a");
-  CHECK(taken->attempts == 2);
-  CHECK(taken->fencing_token == 2);
-  CHECK(Field(*server, "k", "owner") == "owner-b");
-
-  // The old owner's late completion is refused (its effect has happened, though: the
-  // documented limit of this store).
-  auto late = store->Run("svc", "k", "owner-a", 1h, Msg(), 1, Counting(effects, mu));
-  REQUIRE(late.ok());
-  CHECK(late->kind == wc::RunOutcome::Kind::kLost);
-  auto run = store->Run("svc", "k", "owner-b", 1h, Msg(), 2, Counting(effects, mu));
-  REQUIRE_MESSAGE(run.ok(), run.status().ToString());
-  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
-  CHECK(Field(*server, "k", "state") == "COMPLETED");
-  CHECK(Field(*server, "k", "done_fence") == "2");
-  const int64_t expires = std::stoll(Field(*server, "k", "expires_at"));
-  CHECK(expires >= NowMs() / 1000 + 3590);
-  CHECK(expires <= NowMs() / 1000 + 3601);
-
-  // DUPLICATE, with the stored result and the first payload's hash.
-  auto dup = store->Acquire("svc", "k", "owner-c", 10s, Msg("another payload"));
-  REQUIRE(dup.ok());
-  CHECK(dup->state == wc::Claim::State::kDuplicate);
-  CHECK(dup->result == "done k");
-  CHECK(dup->payload_hash == wc::PayloadHash(Msg()));
-  CHECK(Field(*server, "k", "attempts") == "2");
-
-  // A failed run is released: free for anyone, attempts kept, last error recorded.
-  REQUIRE(store->Acquire("svc", "r", "owner-a", 10s, Msg())->state == wc::Claim::State::kAcquired);
-  REQUIRE(store->Release("svc", "r", "owner-a", "Flaky: timeout").ok());
-  CHECK(Field(*server, "r", "owner") == "");
-  auto again = store->Acquire("svc", "r", "owner-b", 10s, Msg());
-  REQUIRE(again.ok());
-  CHECK(again->state == wc::Claim::State::kAcquired);
-  CHECK(again->attempts == 2);
-  CHECK(again->last_error == "Flaky: timeout");
-  // A claim no handler used is given back with its attempt uncounted.
-  REQUIRE(store->Unclaim("svc", "r", "owner-b").ok());
-  CHECK(Field(*server, "r", "attempts") == "1");
-  CHECK(Field(*server, "r", "owner") == "");
-
-  // Only the current claim may mark its key FAILED: a key nobody holds, another owner's, or
-  // this owner's under an older token is left alone.
-  auto unheld = store->MarkFailed("svc", "r", "owner-b", 0, "Stale: late failure", 2h);
-  REQUIRE(unheld.ok());
-  CHECK_FALSE(*unheld);
-  auto holder = store->Acquire("svc", "r", "owner-d", 10s, Msg());
-  REQUIRE(holder.ok());
-  REQUIRE(holder->state == wc::Claim::State::kAcquired);
-  auto stale = store->MarkFailed("svc", "r", "owner-d", holder->fencing_token - 1, "Stale", 2h);
-  REQUIRE(stale.ok());
-  CHECK_FALSE(*stale);
-  CHECK(Field(*server, "r", "state") == "PENDING");
-
-  // FAILED keys are skipped; COMPLETED ones are never failed.
-  auto marked = store->MarkFailed("svc", "r", "owner-d", holder->fencing_token, "Poison: bad", 2h);
-  REQUIRE(marked.ok());
-  CHECK(*marked);
-  auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
-  REQUIRE(failed.ok());
-  CHECK(failed->state == wc::Claim::State::kFailed);
-  CHECK(failed->last_error == "Poison: bad");
-  CHECK(std::stoll(Field(*server, "r", "expires_at")) >= NowMs() / 1000 + 7190);
-  auto late_failure = store->MarkFailed("svc", "k", "owner-a", 0, "late", 2h);
-  REQUIRE(late_failure.ok());
-  CHECK_FALSE(*late_failure);
-  CHECK(Field(*server, "k", "state") == "COMPLETED");
-
-  CHECK(effects["k"] == 2);  // the late owner's run and the real one
-  auto cleaned = wc::Cleanup(*store, 100);
-  REQUIRE(cleaned.ok());
-  CHECK(*cleaned == 0);
 }
 
 TEST_CASE("DynamoStore: an item past its TTL counts as absent; the fencing token still grows") {
@@ -228,56 +112,6 @@ TEST_CASE("DynamoStore: an item past its TTL counts as absent; the fencing token
   CHECK(c->payload_hash == wc::PayloadHash(Msg("new")));
   CHECK(Field(*server, "k", "state") == "PENDING");
   CHECK(Field(*server, "k", "owner") == "owner-b");
-}
-
-TEST_CASE("DynamoStore fencing: a handler stalled past its lease while another member claims the "
-          "key: exactly one completes, the stale one's mark is refused") {
-  auto server = StartDynalite();
-  // A stalled process renews nothing: member A's renewal is off, as if its process paused.
-  auto stalled = StoreOptions(*server);
-  stalled.renew_leases = false;
-  auto a = Connect(stalled);
-  auto b = Connect(*server);
-  auto claim_a = a->Acquire("svc", "k", "member-a", 300ms, Msg());
-  REQUIRE(claim_a.ok());
-  CHECK(claim_a->fencing_token == 1);
-  std::vector<std::string> effects;  // (member, token) as a downstream system would see them
-  auto effect_b = [&](wc::HandlerContext& ctx) {
-    effects.push_back("b#" + std::to_string(ctx.fencing_token()));
-    return wc::HandlerResult::Done("by b");
-  };
-  bool b_first = false;
-  SUBCASE("B completes while A is stalled") { b_first = true; }
-  SUBCASE("A's mark comes before B completes") { b_first = false; }
-  std::optional<wc::RunOutcome> outcome_b;
-  auto run_a = a->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
-    effects.push_back("a#" + std::to_string(ctx.fencing_token()));
-    std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
-    auto claim_b = b->Acquire("svc", "k", "member-b", 30s, Msg());
-    REQUIRE(claim_b.ok());
-    CHECK(claim_b->state == wc::Claim::State::kTakenOver);
-    CHECK(claim_b->fencing_token == 2);
-    if (b_first) {
-      auto run = b->Run("svc", "k", "member-b", 1h, Msg(), claim_b->attempts, effect_b);
-      REQUIRE(run.ok());
-      outcome_b = *run;
-    }
-    return wc::HandlerResult::Done("by a");
-  });
-  REQUIRE(run_a.ok());
-  CHECK(run_a->kind == wc::RunOutcome::Kind::kLost);  // the stale token's mark is refused
-  if (!b_first) {
-    CHECK(Field(*server, "k", "state") == "PENDING");  // A's refused mark changed nothing
-    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), 2, effect_b);
-    REQUIRE(run.ok());
-    outcome_b = *run;
-  }
-  REQUIRE(outcome_b);
-  CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
-  CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
-  CHECK(Field(*server, "k", "state") == "COMPLETED");
-  CHECK(Field(*server, "k", "result") == "by b");
-  CHECK(Field(*server, "k", "done_fence") == "2");
 }
 
 TEST_CASE("DynamoStore: a slow but live handler's lease is renewed; nobody takes its key") {

@@ -36,12 +36,6 @@ std::string Field(const devtools::RedisSandbox& redis, const std::string& key,
   return *v;
 }
 
-int64_t Ttl(const devtools::RedisSandbox& redis, const std::string& key) {
-  auto v = redis.Command({"PTTL", "walrelay:consumer:svc:" + key});
-  REQUIRE(v.ok());
-  return std::stoll(*v);
-}
-
 wc::Message Msg() {
   wc::Message m;
   m.topic = "orders";
@@ -57,114 +51,6 @@ wc::Handler Counting(std::map<std::string, int>& effects, std::mutex& mu) {
     ++effects[ctx.idempotency_key()];
     return wc::HandlerResult::Done("done " + ctx.idempotency_key());
   };
-}
-
-TEST_CASE("RedisStore: acquired, conflict, stale takeover, duplicate, released and failed") {
-  auto redis = StartRedis();
-  auto store = Connect(*redis);
-  std::map<std::string, int> effects;
-  std::mutex mu;
-
-  // ACQUIRED: a new key, one attempt, a lease on the server's clock.
-  auto a = store->Acquire("svc", "k", "owner-a", 700ms, Msg());
-  REQUIRE(a.ok());
-  CHECK(a->state == wc::Claim::State::kAcquired);
-  CHECK(a->attempts == 1);
-  CHECK(Field(*redis, "k", "state") == "PENDING");
-  CHECK(Field(*redis, "k", "owner") == "owner-a");
-  CHECK(Field(*redis, "k", "topic") == "orders");
-  CHECK(Field(*redis, "k", "offset") == "17");
-  const int64_t locked_at = std::stoll(Field(*redis, "k", "locked_at"));
-  CHECK(std::stoll(Field(*redis, "k", "expires_at")) - locked_at == 700);
-  auto now = redis->Command({"TIME"});
-  REQUIRE(now.ok());
-  const int64_t server_ms = std::stoll(now->substr(0, now->find('\n'))) * 1000;
-  CHECK(std::llabs(server_ms - locked_at) < 2000);
-  // The PENDING key outlives its lease by the retention (24 h by default).
-  CHECK(Ttl(*redis, "k") > 86'000'000);
-
-  // CONFLICT: another owner while the lease runs; nothing changes.
-  auto b = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-  REQUIRE(b.ok());
-  CHECK(b->state == wc::Claim::State::kConflict);
-  CHECK(b->previous_owner == "owner-a");
-  CHECK(b->retry_after > 0ms);
-  CHECK(b->retry_after <= 700ms);
-  CHECK(Field(*redis, "k", "attempts") == "1");
-
-  // TAKEN_OVER once the lease has ended by the server's clock.
-  Result<wc::Claim> taken = Status::Internal("not run");
-  REQUIRE(WaitUntil(
-      [&] {
-        taken = store->Acquire("svc", "k", "owner-b", 10s, Msg());
-        return taken.ok() && taken->state != wc::Claim::State::kConflict;
-      },
-      5s));
-  CHECK(taken->state == wc::Claim::State::kTakenOver);
-  CHECK(taken->previous_owner == "owner-a");
-  CHECK(taken->attempts == 2);
-  CHECK(Field(*redis, "k", "owner") == "owner-b");
-
-  // The old owner's late completion is refused (its effect has happened, though: the
-  // documented limit of this store).
-  auto late = store->Run("svc", "k", "owner-a", 1h, Msg(), 1, Counting(effects, mu));
-  REQUIRE(late.ok());
-  CHECK(late->kind == wc::RunOutcome::Kind::kLost);
-  auto run = store->Run("svc", "k", "owner-b", 1h, Msg(), 2, Counting(effects, mu));
-  REQUIRE(run.ok());
-  CHECK(run->kind == wc::RunOutcome::Kind::kCompleted);
-  CHECK(Field(*redis, "k", "state") == "COMPLETED");
-  const int64_t ttl = Ttl(*redis, "k");
-  CHECK(ttl > 3'590'000);
-  CHECK(ttl <= 3'600'000);
-
-  // DUPLICATE, with the stored result.
-  auto dup = store->Acquire("svc", "k", "owner-c", 10s, Msg());
-  REQUIRE(dup.ok());
-  CHECK(dup->state == wc::Claim::State::kDuplicate);
-  CHECK(dup->result == "done k");
-  CHECK(Field(*redis, "k", "attempts") == "2");
-
-  // A failed run is released: free for anyone, attempts kept, last error recorded.
-  REQUIRE(store->Acquire("svc", "r", "owner-a", 10s, Msg())->state == wc::Claim::State::kAcquired);
-  REQUIRE(store->Release("svc", "r", "owner-a", "Flaky: timeout").ok());
-  CHECK(Field(*redis, "r", "owner") == "");
-  auto again = store->Acquire("svc", "r", "owner-b", 10s, Msg());
-  REQUIRE(again.ok());
-  CHECK(again->state == wc::Claim::State::kAcquired);
-  CHECK(again->attempts == 2);
-  CHECK(again->last_error == "Flaky: timeout");
-
-  // Only the current claim may mark its key FAILED: a stale holder (another owner, or this
-  // owner's older token) is refused and the claim stays.
-  auto stale_owner = store->MarkFailed("svc", "r", "owner-a", 0, "Stale: late failure", 2h);
-  REQUIRE(stale_owner.ok());
-  CHECK_FALSE(*stale_owner);
-  auto stale_token =
-      store->MarkFailed("svc", "r", "owner-b", again->fencing_token - 1, "Stale: late failure", 2h);
-  REQUIRE(stale_token.ok());
-  CHECK_FALSE(*stale_token);
-  CHECK(Field(*redis, "r", "state") == "PENDING");
-  CHECK(Field(*redis, "r", "owner") == "owner-b");
-
-  // FAILED keys are skipped and expire after failed_ttl; COMPLETED ones are never failed.
-  auto marked = store->MarkFailed("svc", "r", "owner-b", again->fencing_token, "Poison: bad", 2h);
-  REQUIRE(marked.ok());
-  CHECK(*marked);
-  auto failed = store->Acquire("svc", "r", "owner-c", 10s, Msg());
-  REQUIRE(failed.ok());
-  CHECK(failed->state == wc::Claim::State::kFailed);
-  CHECK(failed->last_error == "Poison: bad");
-  CHECK(Ttl(*redis, "r") > 7'190'000);
-  auto late_failure = store->MarkFailed("svc", "k", "owner-a", 0, "late", 2h);
-  REQUIRE(late_failure.ok());
-  CHECK_FALSE(*late_failure);
-  CHECK(Field(*redis, "k", "state") == "COMPLETED");
-
-  CHECK(effects["k"] == 2);  // the late owner's run and the real one
-  auto cleaned = wc::Cleanup(*store, 100);
-  REQUIRE(cleaned.ok());
-  CHECK(*cleaned == 0);
 }
 
 TEST_CASE("RedisStore: AUTH with a password; a refusal never shows it") {
@@ -259,63 +145,6 @@ TEST_CASE("RedisStore: a connection lost while marking COMPLETED sends the mark 
   for (const auto& line : log)
     resent = resent || line.rfind("CONNECTION lost while marking", 0) == 0;
   CHECK(resent);
-}
-
-TEST_CASE("RedisStore fencing: a handler stalled past its lease while another member claims "
-          "the key: exactly one completes, the stale one's mark is refused") {
-  auto redis = StartRedis();
-  // A stalled process renews nothing: member A's renewal is off, as if its process paused.
-  wc::RedisStoreOptions stalled;
-  stalled.port = redis->port();
-  stalled.renew_leases = false;
-  auto a = wc::RedisStore::Connect(stalled);
-  REQUIRE(a.ok());
-  auto b = Connect(*redis);
-  auto claim_a = (*a)->Acquire("svc", "k", "member-a", 300ms, Msg());
-  REQUIRE(claim_a.ok());
-  CHECK(claim_a->fencing_token == 1);
-  std::vector<std::string> effects;  // (member, token) as a downstream system would see them
-  auto effect_b = [&](wc::HandlerContext& ctx) {
-    effects.push_back("b#" + std::to_string(ctx.fencing_token()));
-    return wc::HandlerResult::Done("by b");
-  };
-  bool b_first = false;
-  SUBCASE("B completes while A is stalled") { b_first = true; }
-  SUBCASE("A's mark comes before B completes") { b_first = false; }
-  std::optional<wc::RunOutcome> outcome_b;
-  auto claim_and_run_b = [&] {
-    auto claim_b = b->Acquire("svc", "k", "member-b", 30s, Msg());
-    REQUIRE(claim_b.ok());
-    CHECK(claim_b->state == wc::Claim::State::kTakenOver);
-    CHECK(claim_b->fencing_token == 2);
-    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), claim_b->attempts, effect_b);
-    REQUIRE(run.ok());
-    outcome_b = *run;
-  };
-  auto run_a = (*a)->Run("svc", "k", "member-a", 1h, Msg(), 1, [&](wc::HandlerContext& ctx) {
-    effects.push_back("a#" + std::to_string(ctx.fencing_token()));
-    CHECK(ctx.claim_held());
-    std::this_thread::sleep_for(500ms);  // stalled past its 300 ms lease
-    CHECK(!ctx.claim_held());            // the handler can tell, though nothing renewed or refused
-    if (b_first) claim_and_run_b();      // B claims and completes while A is stalled
-    else REQUIRE(b->Acquire("svc", "k", "member-b", 30s, Msg())->fencing_token == 2);
-    return wc::HandlerResult::Done("by a");
-  });
-  REQUIRE(run_a.ok());
-  CHECK(run_a->kind == wc::RunOutcome::Kind::kLost);  // the stale token's mark is refused
-  if (!b_first) {
-    // B claimed while A was stalled and completes after A's refused mark: the B side of
-    // claim_and_run_b without its claim, which A's handler already made.
-    auto run = b->Run("svc", "k", "member-b", 1h, Msg(), 2, effect_b);
-    REQUIRE(run.ok());
-    outcome_b = *run;
-  }
-  REQUIRE(outcome_b);
-  CHECK(outcome_b->kind == wc::RunOutcome::Kind::kCompleted);
-  CHECK(effects == std::vector<std::string>{"a#1", "b#2"});
-  CHECK(Field(*redis, "k", "state") == "COMPLETED");
-  CHECK(Field(*redis, "k", "result") == "by b");
-  CHECK(Field(*redis, "k", "done_fence") == "2");
 }
 
 TEST_CASE("RedisStore: a slow but live handler's lease is renewed; nobody takes its key") {

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "pg/plain_connection.h"
+#include "polling/mark_failure.h"
 
 namespace walrelay {
 namespace {
@@ -63,6 +64,8 @@ OutboxTable::OutboxTable(const RelaySettings& settings, PgConnPtr conn)
 
 int OutboxTable::backend_pid() const { return PQbackendPID(conn_.get()); }
 
+bool OutboxTable::connected() const { return PQstatus(conn_.get()) == CONNECTION_OK; }
+
 Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
                                        const std::vector<std::string>& params,
                                        ExecStatusType expected) {
@@ -79,6 +82,7 @@ Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
     // that went (42703) after the table's columns were read: reconnecting reads them again, and
     // Open() says so if a column the keys name is the one that went.
     const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
+    last_sqlstate_ = state != nullptr ? state : "";
     if (state != nullptr && std::string_view(state).starts_with("42") &&
         std::string_view(state) != "42703") {
       return Status::Config("outbox table " + settings_.polling.schema + "." +
@@ -273,7 +277,17 @@ Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit,
 
 Result<int64_t> OutboxTable::MarkPublished(const std::vector<std::string>& order_values) {
   auto res = Query(mark_sql_, {ArrayLiteral(order_values)}, PGRES_COMMAND_OK);
-  if (!res.ok()) return res.status();
+  if (!res.ok()) {
+    const PollingSettings& polling = settings_.polling;
+    const std::string mark = polling.marks_by_delete() ? "delete" : "column:" + polling.mark_column;
+    const std::string what = "marking " + std::to_string(order_values.size()) +
+                             " published rows (polling.mark=" + mark + ") failed";
+    const std::string cause = res.status().message() +
+                              (last_sqlstate_.empty() ? "" : " (SQLSTATE " + last_sqlstate_ + ")");
+    if (ClassifyMarkFailure(last_sqlstate_) == MarkFailure::kStop)
+      return Status::Precondition(what + ", and retrying cannot fix it: " + cause);
+    return Status::Connection(what + ": " + cause);
+  }
   const char* affected = PQcmdTuples(res->get());
   return static_cast<int64_t>(affected[0] ? std::stoll(affected) : 0);
 }

@@ -66,8 +66,11 @@ class OutboxTable {
   // `in_flight`: order values of rows read before and not yet marked, left out.
   Result<OutboxBatch> ReadNext(int64_t limit, const std::vector<std::string>& in_flight);
   // `order_values`: the order column's values (OutboxBatch::order_field) of the rows to mark.
-  // Returns how many rows it marked.
+  // Returns how many rows it marked. A failure retrying cannot fix (polling/mark_failure.h) is
+  // kPrecondition, naming the table, the mark and the cause; any other is kConnection.
   Result<int64_t> MarkPublished(const std::vector<std::string>& order_values);
+  // Whether the connection is still up (a failed statement may have left it so).
+  bool connected() const;
 
   const OutboxShape& shape() const { return shape_; }
   // Whether the commit times are the transactions' own (track_commit_timestamp=on); else
@@ -87,7 +90,8 @@ class OutboxTable {
   const RelaySettings& settings_;
   PgConnPtr conn_;
   OutboxShape shape_;
-  std::string order_type_;  // format_type of the order column, for the mark's array
+  std::string last_sqlstate_;  // of the latest failed statement, "" when the server gave none
+  std::string order_type_;     // format_type of the order column, for the mark's array
   bool commit_times_tracked_ = false;
   std::string read_sql_, mark_sql_;
 };

@@ -22,7 +22,9 @@ PollingRelay::PollingRelay(RelaySettings settings, boost::asio::io_context& io)
       poll_timer_(io),
       connect_timer_(io),
       shutdown_timer_(io),
-      backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms) {}
+      mark_timer_(io),
+      backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms),
+      mark_backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms) {}
 
 PollingRelay::~PollingRelay() = default;
 
@@ -83,7 +85,8 @@ void PollingRelay::Connect() {
     state_ = RelayState::kStandby;
     connection_error_.clear();
     backoff_.Succeeded();
-    return ScheduleConnect(std::chrono::milliseconds(settings_.polling.lease_retry_ms));
+    ScheduleConnect(std::chrono::milliseconds(settings_.polling.lease_retry_ms));
+    return MarkAcknowledged();  // rows this relay published before it lost the lease
   }
   standby_logged_ = false;
   connection_error_.clear();
@@ -106,6 +109,7 @@ void PollingRelay::Connect() {
   } else {
     spdlog::info("polling {}.{} again", settings_.polling.schema, settings_.polling.table);
   }
+  MarkAcknowledged();  // rows acknowledged while the connection was down
   Poll();
 }
 
@@ -169,6 +173,7 @@ void PollingRelay::Poll() {
   std::vector<std::string> in_flight;
   for (const auto& batch : batches_)
     in_flight.insert(in_flight.end(), batch.order_values.begin(), batch.order_values.end());
+  in_flight.insert(in_flight.end(), unmarked_.begin(), unmarked_.end());
   auto read = table_->ReadNext(settings_.polling.batch_size, in_flight);
   if (!read.ok()) return ConnectionLost(read.status());
   backoff_.Succeeded();  // a read that worked: the connection is good again
@@ -212,36 +217,73 @@ void PollingRelay::MarkWhenAcknowledged() {
   if (!final_status_.ok()) return;
   // The ledger confirms in order: the batches it passed are the oldest ones, all delivered.
   const Lsn confirmable = pipeline_->Confirmable();
-  std::vector<std::string> rows;
-  Lsn end;
+  bool acknowledged = false;
   while (!batches_.empty() && batches_.front().end <= confirmable) {
     Batch& batch = batches_.front();
-    rows.insert(rows.end(), std::make_move_iterator(batch.order_values.begin()),
-                std::make_move_iterator(batch.order_values.end()));
-    end = batch.end;
+    unmarked_.insert(unmarked_.end(), std::make_move_iterator(batch.order_values.begin()),
+                     std::make_move_iterator(batch.order_values.end()));
+    unmarked_end_ = batch.end;
     batches_.pop_front();
+    acknowledged = true;
   }
-  if (rows.empty()) return;
-  pipeline_->Confirmed(end);
+  if (!acknowledged) return;
+  pipeline_->Confirmed(unmarked_end_);
+  // A mark already failing waits for its timer: these rows go with it.
+  if (mark_backoff_.failures() == 0) MarkAcknowledged();
+}
+
+void PollingRelay::MarkAcknowledged() {
+  if (unmarked_.empty() || !final_status_.ok()) return;
   if (!table_) {
-    // The connection (and the lease) went while Kafka acknowledged: the rows are read again.
-    spdlog::info("{} rows acknowledged after the connection to PostgreSQL was lost are not marked "
-                 "and will be relayed again",
-                 rows.size());
+    // The connection (and maybe the lease) went: marked once connected again. A relay that
+    // takes the lease meanwhile relays these rows again (a duplicate, never a loss).
+    spdlog::info("{} rows acknowledged while the connection to PostgreSQL was down are marked "
+                 "once it is back",
+                 unmarked_.size());
     return;
   }
-  auto marked = table_->MarkPublished(rows);
-  if (!marked.ok()) return ConnectionLost(marked.status());
-  if (*marked < static_cast<int64_t>(rows.size())) {
+  auto marked = table_->MarkPublished(unmarked_);
+  if (!marked.ok()) return MarkFailed(marked.status());
+  if (mark_backoff_.failures() > 0) {
+    spdlog::info("marked {} rows of {}.{} after {} failed tries", unmarked_.size(),
+                 settings_.polling.schema, settings_.polling.table, mark_backoff_.failures());
+  }
+  mark_backoff_.Succeeded();
+  if (*marked < static_cast<int64_t>(unmarked_.size())) {
     spdlog::warn("{} of {} rows relayed from {}.{} were already gone or marked when this relay "
                  "marked them (deleted by hand, or another process polls without the lease)",
-                 rows.size() - static_cast<size_t>(*marked), rows.size(), settings_.polling.schema,
-                 settings_.polling.table);
+                 unmarked_.size() - static_cast<size_t>(*marked), unmarked_.size(),
+                 settings_.polling.schema, settings_.polling.table);
   }
-  confirmed_position_ = end.value();
+  unmarked_.clear();
+  confirmed_position_ = unmarked_end_.value();
   // More rows are likely waiting, or a read found no room: read now. Otherwise the timer armed
   // after the last, short read reads next.
   if (last_read_full_ || waiting_for_room_) PollSoon();
+}
+
+void PollingRelay::MarkFailed(const Status& cause) {
+  const std::string table = settings_.polling.schema + "." + settings_.polling.table;
+  // Retrying cannot fix it: re-reading the rows would publish them again without end.
+  if (cause.code() != ErrorCode::kConnection)
+    return Fail(Status(cause.code(), "outbox table " + table + ": " + cause.message()));
+  if (settings_.errors_max_retries >= 0 &&
+      mark_backoff_.failures() >= settings_.errors_max_retries) {
+    return Fail(Status(cause.code(), "outbox table " + table + ": " + cause.message() + " (after " +
+                                         std::to_string(mark_backoff_.failures()) +
+                                         " retries, errors.max.retries)"));
+  }
+  const auto delay = mark_backoff_.Failed();
+  // The connection went with the statement: reconnecting marks them (Connect).
+  if (!table_->connected()) return ConnectionLost(cause);
+  spdlog::warn("{}; marking them again in {} ms (their records are acknowledged: they are not "
+               "read again)",
+               cause.message(), delay.count());
+  mark_timer_.expires_after(delay);
+  mark_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || finished_) return;
+    MarkAcknowledged();
+  });
 }
 
 void PollingRelay::OnPipelineFailure(Status status) { Fail(std::move(status)); }
@@ -327,7 +369,8 @@ void PollingRelay::FinishShutdown() {
   spdlog::info("stopped polling {}.{}", settings_.polling.schema, settings_.polling.table);
   pipeline_->Stopping();
   output_->PurgeAll();
-  for (auto* timer : {&poll_timer_, &connect_timer_, &shutdown_timer_}) timer->cancel();
+  for (auto* timer : {&poll_timer_, &connect_timer_, &shutdown_timer_, &mark_timer_})
+    timer->cancel();
   output_->Stop();
   progress_log_.Stop();
   table_.reset();

@@ -92,6 +92,11 @@ class PollingRelay final : public RunningRelay {
   void OnDelivery(const DeliveryReport& report);
   // Marks the oldest batches in flight once all of each is acknowledged.
   void MarkWhenAcknowledged();
+  // Applies the marks of unmarked_, when connected.
+  void MarkAcknowledged();
+  // A mark that failed: stops the relay when retrying cannot fix it or errors.max.retries is
+  // spent, reconnects when the connection went, else sends the mark again after a backoff.
+  void MarkFailed(const Status& cause);
   void OnPipelineFailure(Status status);
 
   // Stopping.
@@ -119,6 +124,10 @@ class PollingRelay final : public RunningRelay {
   std::unique_ptr<PolledRows> rows_;
   std::unique_ptr<OutboxTable> table_;
   std::deque<Batch> batches_;
+  // Rows whose records Kafka acknowledged and whose mark has not been applied yet (it failed,
+  // or the connection was down): marked again, never read again while this relay runs.
+  std::vector<std::string> unmarked_;
+  Lsn unmarked_end_;               // the end of the latest batch in unmarked_
   bool last_read_full_ = false;    // polling.batch.size rows: more may be waiting
   bool waiting_for_room_ = false;  // a poll found kBatchesInFlight batches or backpressure
   bool poll_posted_ = false;
@@ -126,7 +135,9 @@ class PollingRelay final : public RunningRelay {
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer connect_timer_;
   boost::asio::steady_timer shutdown_timer_;
+  boost::asio::steady_timer mark_timer_;
   Backoff backoff_;
+  Backoff mark_backoff_;  // failed marks since the last one applied
   ProgressLog progress_log_{io_, *this};
   bool standby_logged_ = false;
   bool announced_ = false;  // the first start's log line, with the settings

@@ -226,7 +226,7 @@ TEST_CASE("polling: bad rows follow errors.tolerance and the dead-letter topic a
   RelayFixture fx;
   // A table whose columns may be NULL, so rows can lack a routing value.
   fx.Exec("CREATE TABLE public.loose (id uuid PRIMARY KEY, aggregatetype text, aggregateid text, "
-          "type text, payload jsonb, seq bigint GENERATED ALWAYS AS IDENTITY)");
+          "type text, payload jsonb, seq bigint GENERATED ALWAYS AS IDENTITY UNIQUE)");
   const std::string row = "INSERT INTO loose (id, aggregatetype, aggregateid, type, payload) "
                           "VALUES ('00000000-0000-4000-8000-0000000000";
   fx.Exec(row + "01', NULL, 'k1', 'NoRoute', '{\"n\": 1}')");        // null routing value
@@ -351,6 +351,55 @@ TEST_CASE("polling: an order column that cannot mark rows by its value alone sto
                   Log(fx));
     REQUIRE(Eventually([&] { return Rows(fx) == 0; }, 30s));
     CHECK(ReadRecords(fx, {"outbox.event.order"}, 250).size() == 250);
+  }
+}
+
+TEST_CASE("polling: a mark that retrying cannot fix stops the relay; one that fails for a while "
+          "is sent again, and its rows are never published twice") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  // A trigger refuses the DELETE while mark_block holds a row, with `errcode`.
+  auto block_marks = [&](const std::string& errcode) {
+    fx.Exec("CREATE TABLE mark_block (on_ boolean); INSERT INTO mark_block VALUES (true);"
+            "CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+            "IF EXISTS (SELECT 1 FROM mark_block) THEN RAISE EXCEPTION 'outbox rows are kept' "
+            "USING ERRCODE = '" +
+            errcode +
+            "'; END IF; RETURN OLD; END $$;"
+            "CREATE TRIGGER refuse_mark BEFORE DELETE ON outbox FOR EACH ROW "
+            "EXECUTE FUNCTION refuse_mark()");
+  };
+  std::string sql = "BEGIN;";
+  for (int seq = 1; seq <= 100; ++seq) sql += InsertEvent(seq);
+  fx.Exec(sql + "COMMIT;");
+  SUBCASE("a trigger raising: stop, naming the table and the cause") {
+    block_marks("P0001");
+    auto relay = fx.SpawnRelay(fx.WriteConfig("refused", Polling()));
+    auto code = relay->Wait(30s);
+    REQUIRE_MESSAGE(code.ok(), "the relay did not stop: " << Log(fx));
+    CHECK(*code == 4);
+    const std::string log = Log(fx);
+    CHECK_MESSAGE(
+        log.find("outbox table public.outbox: marking 100 published rows "
+                 "(polling.mark=delete) failed, and retrying cannot fix it") != std::string::npos,
+        log);
+    CHECK_MESSAGE(log.find("(SQLSTATE P0001)") != std::string::npos, log);
+    CHECK(Rows(fx) == 100);
+    // Published once, not again and again while the mark failed.
+    CHECK(ReadRecords(fx, OutboxTopics(), 100).size() == 100);
+  }
+  SUBCASE("a serialization failure for 3 s: the mark alone is sent again") {
+    block_marks("40001");
+    auto relay = StartPolling(fx, fx.WriteConfig("retried", Polling()));
+    REQUIRE(devtools::WaitForFileContains(fx.log_path(), "marking them again in", 20s));
+    std::this_thread::sleep_for(3s);
+    CHECK(Rows(fx) == 100);
+    fx.Exec("DELETE FROM mark_block");
+    REQUIRE_MESSAGE(Eventually([&] { return Rows(fx) == 0; }, 30s), Log(fx));
+    CHECK(relay->Running());
+    auto records = ReadRecords(fx, OutboxTopics(), 100);
+    CHECK(records.size() == 100);
+    CHECK(CheckRecords(records).size() == 100);
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "polling/mark_failure.h"
 #include "polling/order_column.h"
 
 namespace walrelay {
@@ -53,6 +54,40 @@ TEST_CASE("CheckOrderColumn: NOT NULL, unique alone, from a sequence, the sequen
       CHECK_MESSAGE(v.warnings[0].find(r.in_message) != std::string::npos, v.warnings[0]);
       CHECK(v.warnings[0].find("column 'created_at' of public.outbox") != std::string::npos);
     }
+  }
+}
+
+TEST_CASE("ClassifyMarkFailure: what retrying cannot fix stops; the rest is retried") {
+  struct Row {
+    const char* sqlstate;
+    MarkFailure want;
+    const char* what;
+  };
+  const Row rows[] = {
+      {"25006", MarkFailure::kStop, "read-only transaction (default_transaction_read_only)"},
+      {"23503", MarkFailure::kStop, "a foreign key refusing the DELETE"},
+      {"23514", MarkFailure::kStop, "a check constraint refusing the UPDATE"},
+      {"P0001", MarkFailure::kStop, "a trigger raising an exception"},
+      {"22003", MarkFailure::kStop, "a value out of range"},
+      {"0A000", MarkFailure::kStop, "feature not supported"},
+      {"42501", MarkFailure::kStop, "privilege revoked under the running relay"},
+      {"44000", MarkFailure::kStop, "a view's check option"},
+      {"38000", MarkFailure::kStop, "an external routine exception"},
+      {"39000", MarkFailure::kStop, "an external routine invocation exception"},
+      {"", MarkFailure::kRetry, "no answer: the connection went"},
+      {"08006", MarkFailure::kRetry, "connection failure"},
+      {"40001", MarkFailure::kRetry, "serialization failure"},
+      {"40P01", MarkFailure::kRetry, "deadlock"},
+      {"55P03", MarkFailure::kRetry, "lock timeout"},
+      {"57014", MarkFailure::kRetry, "statement timeout"},
+      {"57P01", MarkFailure::kRetry, "administrator shutdown"},
+      {"53100", MarkFailure::kRetry, "disk full (may pass once space is freed)"},
+      {"25P02", MarkFailure::kRetry, "in a failed transaction (the next statement is fresh)"},
+      {"XX000", MarkFailure::kRetry, "internal error"},
+  };
+  for (const Row& r : rows) {
+    INFO(r.sqlstate << ": " << r.what);
+    CHECK(ClassifyMarkFailure(r.sqlstate) == r.want);
   }
 }
 

@@ -1,10 +1,14 @@
 #include "delivery/kafka_transactions.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <future>
 #include <system_error>
+#include <thread>
 #include <utility>
 #include <vector>
+
+#include "common/cancellation.h"
 
 namespace walrelay {
 namespace {
@@ -38,8 +42,7 @@ class RdKafkaTransactions final : public KafkaTransactions {
 
   TxnStatus Init(std::chrono::milliseconds timeout) override {
     for (size_t i = 0; i < output_.producer_count(); ++i) {
-      TxnStatus done = Check(i, rd_kafka_init_transactions(rk(i), TimeoutMs(timeout)),
-                             "initialising transactions");
+      TxnStatus done = InitOne(i, timeout);
       if (!done.ok()) return done;
     }
     return TxnStatus::Ok();
@@ -149,6 +152,29 @@ class RdKafkaTransactions final : public KafkaTransactions {
 
  private:
   rd_kafka_t* rk(size_t index) const { return output_.producer(index).native_handle(); }
+  // Producer `index`'s init_transactions within `timeout`, in slices of Cancellation::kSlice.
+  // A slice that times out answers with a retriable error (the last one the coordinator gave,
+  // else TIMED_OUT) and the next call resumes it; the next slice is not begun once the caller
+  // gave up (common/cancellation.h), which then has that retriable error.
+  TxnStatus InitOne(size_t index, std::chrono::milliseconds timeout) {
+    using Clock = std::chrono::steady_clock;
+    const auto give_up = Clock::now() + timeout;
+    for (;;) {
+      const auto began = Clock::now();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - began);
+      const auto slice = std::clamp(left, std::chrono::milliseconds(1), Cancellation::kSlice);
+      TxnStatus done = Check(index, rd_kafka_init_transactions(rk(index), TimeoutMs(slice)),
+                             "initialising transactions");
+      if (done.ok() || done.kind != TxnErrorKind::kRetriable || Clock::now() >= give_up)
+        return done;
+      if (Cancellation::Requested()) {
+        done.status = done.status.WithContext("the connect attempt was cancelled");
+        return done;
+      }
+      // An answer before the slice ran out is not retried at once.
+      std::this_thread::sleep_until(std::min(began + slice, give_up));
+    }
+  }
   TxnStatus Check(size_t index, rd_kafka_error_t* error, const std::string& operation) {
     return TxnStatusFromError(rk(index), error, output_.transactional_id(index), operation);
   }

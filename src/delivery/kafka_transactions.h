@@ -4,7 +4,9 @@
 //
 // Contract (errors are TxnStatus, delivery/transactional_producer.h, whose kind says what to do;
 // `operation` names the call in the error's message):
-// - Init(timeout): registers the transactional ids, fencing older producers with them.
+// - Init(timeout): registers the transactional ids, fencing older producers with them. Called
+//   on a connect attempt's worker: it gives up within Cancellation::kSlice once the attempt is
+//   cancelled (common/cancellation.h), with a retriable error (the producers are then renewed).
 // - Begin(): opens a transaction; every record produced until Commit/Abort belongs to it.
 // - SendOffset(record): produces the offset record into the open transaction, without a
 //   delivery report for the pipeline (the commit is its acknowledgement); in a full queue it

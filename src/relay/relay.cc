@@ -55,6 +55,7 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
       caught_up_timer_(io),
       boundary_timer_(io),
       gather_timer_(io),
+      attempt_end_timer_(io),
       backoff_(settings_.reconnect_backoff_initial_ms, settings_.reconnect_backoff_max_ms),
       progress_log_(io, *this) {}
 
@@ -111,6 +112,10 @@ Status Relay::Run() {
 
 void Relay::TryConnect() {
   if (stopping_) return;
+  // A cancelled attempt (Restart) may still be inside a hook on the connector's worker, using
+  // the guarantee and the producers: the next one starts once it has ended, and the loop goes
+  // on meanwhile.
+  if (connector_.busy()) return ScheduleConnect(kAttemptEndCheck);
   // The next stream replays from what is confirmable: what the last one left open in Kafka is
   // committed if it holds whole source transactions, else dropped.
   if (Status ended = pipeline_->EndStream();
@@ -506,10 +511,13 @@ std::string Relay::SlotStaysConfirmed() const {
 void Relay::BeginShutdown() {
   if (stopping_ || finished_) return;
   // Before stopping_: delivery reports served while a commit flushes must not finish the stop
-  // from inside it.
-  if (Status ended = pipeline_->EndStream();
-      !ended.ok() && ended.code() != ErrorCode::kConnection) {
-    RecordFailure(ended);
+  // from inside it. While a connect attempt runs nothing was streamed since TryConnect's
+  // EndStream, and the attempt's hooks own the guarantee until it ends.
+  if (!connector_.busy()) {
+    if (Status ended = pipeline_->EndStream();
+        !ended.ok() && ended.code() != ErrorCode::kConnection) {
+      RecordFailure(ended);
+    }
   }
   stopping_ = true;
   state_ = RelayState::kStopping;
@@ -552,6 +560,19 @@ void Relay::DropSlotOnStop() {
 
 void Relay::FinishShutdown() {
   if (finished_) return;
+  // The connect attempt cancelled by BeginShutdown may still be inside a hook that uses the
+  // guarantee and the producers: they are stopped once it has ended (its resumable Kafka waits
+  // give up within Cancellation::kSlice). The loop goes on serving meanwhile.
+  if (connector_.busy()) {
+    if (attempt_end_armed_) return;
+    attempt_end_armed_ = true;
+    attempt_end_timer_.expires_after(kAttemptEndCheck);
+    attempt_end_timer_.async_wait([this](const boost::system::error_code& ec) {
+      attempt_end_armed_ = false;
+      if (!ec) FinishShutdown();
+    });
+    return;
+  }
   finished_ = true;
   if (conn_) {
     SendStatus();
@@ -569,7 +590,7 @@ void Relay::FinishShutdown() {
   pipeline_->Stopping();
   output_->PurgeAll();
   for (auto* timer : {&status_timer_, &shutdown_timer_, &connect_timer_, &caught_up_timer_,
-                      &boundary_timer_, &gather_timer_}) {
+                      &boundary_timer_, &gather_timer_, &attempt_end_timer_}) {
     timer->cancel();
   }
   receive_watch_.Stop();

@@ -13,7 +13,12 @@
 // timers. A crash at any moment can repeat records but never lose one. When the pipeline is
 // backpressured (records in flight at max.queue.size, or held for room in librdkafka's queue)
 // the relay stops reading the socket, which applies TCP backpressure to the walsender, while
-// the status timer keeps the connection alive. Nothing on the loop waits for Kafka.
+// the status timer keeps the connection alive. Nothing on the loop waits for a connect
+// attempt: Restart() and a stop cancel the running one and go on at once; the next attempt, or
+// the end of the stop, follows once the cancelled one has left the guarantee (polled every
+// kAttemptEndCheck; relay/source_connector.h). With exactly once the loop still waits for Kafka
+// at a Kafka transaction's commit (its records' acknowledgements, and the commit before it)
+// and abort (delivery/exactly_once.h).
 //
 // Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
 // jitter while Kafka deliveries go on; so is a connection on which nothing arrives for
@@ -178,6 +183,11 @@ class Relay final : public RunningRelay {
   boost::asio::steady_timer caught_up_timer_;
   boost::asio::steady_timer boundary_timer_;
   boost::asio::steady_timer gather_timer_;
+  // How often the loop looks whether a cancelled connect attempt has ended (TryConnect and
+  // FinishShutdown wait for it on this timer, never by joining the worker).
+  static constexpr std::chrono::milliseconds kAttemptEndCheck{10};
+  boost::asio::steady_timer attempt_end_timer_;
+  bool attempt_end_armed_ = false;
   static constexpr int kGatherBelow = 32;
   // A turn reads what one read from the socket brought (libpq reads at most its free buffer
   // space, 8-16 kB at first): a turn of that size means the walsender is ahead, not behind,

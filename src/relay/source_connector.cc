@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cassert>
 #include <chrono>
 
+#include "common/cancellation.h"
 #include "delivery/timeline.h"
 #include "pg/preflight.h"
 #include "pg/publication.h"
@@ -22,18 +24,28 @@ SourceConnector::SourceConnector(const RelaySettings& settings, Hooks hooks,
                                  boost::asio::io_context& io)
     : settings_(settings), hooks_(std::move(hooks)), io_(io) {}
 
-SourceConnector::~SourceConnector() { Cancel(); }
-
-void SourceConnector::Cancel() {
-  if (cancel_) cancel_->store(true);
+SourceConnector::~SourceConnector() {
+  Cancel();
   if (worker_.joinable()) worker_.join();
 }
 
+void SourceConnector::Cancel() {
+  if (cancel_) cancel_->store(true);
+}
+
 void SourceConnector::Start(ConnectPlan plan, Callback done) {
-  Cancel();
+  assert(!busy());
+  // The previous worker has left its attempt (!busy()): at most it is still posting the outcome.
+  if (worker_.joinable()) worker_.join();
   cancel_ = std::make_shared<std::atomic<bool>>(false);
+  busy_ = true;
   worker_ = std::thread([this, plan = std::move(plan), done = std::move(done), cancel = cancel_] {
-    auto outcome = std::make_shared<Result<SourceSession>>(Attempt(plan, *cancel));
+    std::shared_ptr<Result<SourceSession>> outcome;
+    {
+      Cancellation::Scope give_up_when(*cancel);
+      outcome = std::make_shared<Result<SourceSession>>(Attempt(plan, *cancel));
+    }
+    busy_ = false;
     boost::asio::post(io_, [done, cancel, outcome] {
       if (!cancel->load()) done(std::move(*outcome));
     });

@@ -9,7 +9,13 @@
 // Kafka's delivery reports are served while a slot creation waits for the transactions running
 // on the server, however long that takes. Cancel() (or destruction) interrupts an attempt
 // within about 100 ms while it waits on PostgreSQL (a running query is cancelled on the
-// server), and the callback is not called; a hook waiting on Kafka is not interrupted.
+// server), and the callback is not called. Cancel() never waits for the worker: the loop goes
+// on serving REST, /healthz and delivery reports while a cancelled attempt winds down. The
+// attempt's hooks run inside a Cancellation::Scope (common/cancellation.h) on the attempt's
+// flag, so a Kafka wait that can be resumed (initialising transactions) gives up within
+// Cancellation::kSlice as well; other Kafka calls in a hook end at their own timeouts. busy()
+// stays true until the worker has left the attempt, hooks included: the relay starts nothing
+// that uses what the hooks use (the delivery guarantee, the producers) before then.
 //
 // Where the stream starts, and whether a missing slot may be created, is decided once per
 // attempt by DecideStart (relay/start_decision.h) from what the attempt found: the slot,
@@ -38,7 +44,9 @@
 // asked again every 100 ms for up to a few seconds, as that walsender is only finishing; a slot
 // held by anyone else is kSlotInUse at once (the relay waits as a standby).
 //
-// Start(), Cancel() and the destructor are called on the loop thread.
+// Thread ownership: Start(), Cancel(), busy() and the destructor are called on the loop thread;
+// the attempt and its hooks run on the worker. The destructor waits for the worker (a cancelled
+// attempt ends within about 100 ms unless a hook is in a Kafka call that cannot be resumed).
 #pragma once
 
 #include <atomic>
@@ -117,9 +125,12 @@ class SourceConnector {
   SourceConnector(const SourceConnector&) = delete;
   SourceConnector& operator=(const SourceConnector&) = delete;
 
-  // Starts an attempt; an attempt still running is cancelled first.
+  // Starts an attempt. Only when !busy(): the previous attempt has ended.
   void Start(ConnectPlan plan, Callback done);
+  // The current attempt's outcome is dropped, and its waits give up; returns at once.
   void Cancel();
+  // An attempt (cancelled or not) still runs on the worker.
+  bool busy() const { return busy_.load(); }
 
  private:
   // Runs on the worker thread.
@@ -138,6 +149,8 @@ class SourceConnector {
   // The current attempt's, shared with its worker and its posted outcome: the outcome is
   // dropped once the attempt was cancelled, even if it was posted already.
   std::shared_ptr<std::atomic<bool>> cancel_;
+  // Set by Start() on the loop, cleared by the worker once the attempt is over.
+  std::atomic<bool> busy_{false};
   std::thread worker_;
 };
 

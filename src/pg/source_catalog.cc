@@ -62,6 +62,22 @@ Result<CatalogSnapshot> ReadCatalogSnapshot(ReplicationConnection& conn,
   return snapshot;
 }
 
+Result<CatalogSnapshot> ReadTableCatalog(PGconn* conn, const std::string& schema,
+                                         const std::string& table) {
+  const std::string sql = std::string(kColumnsQuery) + kOneTable;
+  const char* values[] = {schema.c_str(), table.c_str()};
+  PgResultPtr res(PQexecParams(conn, sql.c_str(), 2, nullptr, values, nullptr, nullptr, 0));
+  if (!res || PQresultStatus(res.get()) != PGRES_TUPLES_OK) {
+    std::string why = res ? PQresultErrorMessage(res.get()) : PgErrorText(conn);
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    return Status::Connection("reading the columns of " + schema + "." + table + ": " + why);
+  }
+  CatalogSnapshot snapshot;
+  AddColumns(
+      res.get(), [](const std::string&) { return true; }, snapshot);
+  return snapshot;
+}
+
 SourceCatalog::SourceCatalog(const RelaySettings& settings) : settings_(settings) {}
 SourceCatalog::~SourceCatalog() = default;
 

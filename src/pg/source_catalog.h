@@ -5,7 +5,9 @@
 // Where the answers come from, so the relay's loop never waits long:
 //   - a snapshot read on the worker thread that connects (SourceConnector), on the replication
 //     connection before START_REPLICATION, for every table table.include.list includes; it is
-//     read again at every (re)connect, when pgoutput also sends its Relation messages again;
+//     read again at every (re)connect, when pgoutput also sends its Relation messages again.
+//     The polling relay reads one for its table (ReadTableCatalog) at every connect of the
+//     table's connection, when it describes the table to its decoder again;
 //   - a table or type the snapshot lacks (created after the connect) is asked once, on a
 //     separate, ordinary connection with short limits (kLiveConnectTimeoutSeconds to connect,
 //     kLiveStatementTimeoutMs per query): at most a few seconds on the loop, once per new table.
@@ -49,6 +51,10 @@ struct CatalogSnapshot {
 // streaming yet.
 Result<CatalogSnapshot> ReadCatalogSnapshot(ReplicationConnection& conn,
                                             const RelaySettings& settings);
+// Reads the snapshot of one table, on an ordinary connection (the polled outbox table's, which
+// has no replication stream to describe it): the same answers ReadCatalogSnapshot gives for it.
+Result<CatalogSnapshot> ReadTableCatalog(PGconn* conn, const std::string& schema,
+                                         const std::string& table);
 
 inline constexpr int kLiveConnectTimeoutSeconds = 2;
 inline constexpr int kLiveStatementTimeoutMs = 1000;

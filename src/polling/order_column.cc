@@ -14,10 +14,17 @@ OrderColumnVerdict CheckOrderColumn(const OrderColumnFacts& f) {
         what + " lacks " + lacks +
         ": published rows are marked by its value, so rows sharing a value would be marked "
         "with a batch that never relayed them (lost), and a NULL would never be marked (relayed "
-        "again at every poll). Use an identity column with a unique index "
-        "(docs/outbox-polling.sql): ALTER TABLE " +
-        f.table + " ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY; CREATE UNIQUE INDEX ON " +
-        f.table + " (seq)");
+        "again at every poll). " +
+        (f.partitioned && f.not_null
+             ? "A partitioned table's unique indexes must hold its partition key: partition " +
+                   f.table + " by this column (PARTITION BY RANGE (" + f.column +
+                   ")), then CREATE UNIQUE INDEX ON " + f.table + " (" + f.column + ")"
+             : "Use an identity column with a unique index (docs/outbox-polling.sql): ALTER "
+               "TABLE " +
+                   f.table +
+                   " ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY; CREATE UNIQUE INDEX "
+                   "ON " +
+                   f.table + " (seq)"));
     return verdict;
   }
   if (!f.from_sequence) {

@@ -30,6 +30,9 @@ struct OrderColumnFacts {
   bool from_sequence = false;
   // That sequence's CACHE (1 = one value at a time); 0 when unknown or there is none.
   int64_t sequence_cache = 0;
+  // A partitioned table: its unique indexes must hold its partition key, so one on the order
+  // column alone exists only when the table is partitioned by that column.
+  bool partitioned = false;
 };
 
 // The verdict: an error (Status::Config naming the key, table, column and what is missing)

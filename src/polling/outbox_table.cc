@@ -73,25 +73,27 @@ Result<PgResultPtr> OutboxTable::Query(const std::string& sql,
   for (const auto& p : params) values.push_back(p.c_str());
   PgResultPtr res(PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
                                values.data(), nullptr, nullptr, 0));
-  if (!res || PQresultStatus(res.get()) != expected) {
-    std::string why = res ? PQresultErrorMessage(res.get()) : PgErrorText(conn_.get());
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    if (why.empty()) why = PgErrorText(conn_.get());
-    // SQLSTATE class 42 (a table that is not there, a privilege missing) does not pass by
-    // retrying; anything else (a lost connection, a timeout, a conflict) may. So may a column
-    // that went (42703) after the table's columns were read: reconnecting reads them again, and
-    // Open() says so if a column the keys name is the one that went.
-    const char* state = res ? PQresultErrorField(res.get(), PG_DIAG_SQLSTATE) : nullptr;
-    last_sqlstate_ = state != nullptr ? state : "";
-    if (state != nullptr && std::string_view(state).starts_with("42") &&
-        std::string_view(state) != "42703") {
-      return Status::Config("outbox table " + settings_.polling.schema + "." +
-                            settings_.polling.table + ": " + why);
-    }
-    return Status::Connection("outbox table " + settings_.polling.schema + "." +
-                              settings_.polling.table + ": " + why);
-  }
+  if (!res || PQresultStatus(res.get()) != expected) return Failure(res.get());
   return res;
+}
+
+Status OutboxTable::Failure(const PGresult* res) {
+  std::string why = res ? PQresultErrorMessage(res) : PgErrorText(conn_.get());
+  while (!why.empty() && why.back() == '\n') why.pop_back();
+  if (why.empty()) why = PgErrorText(conn_.get());
+  // SQLSTATE class 42 (a table that is not there, a privilege missing) does not pass by
+  // retrying; anything else (a lost connection, a timeout, a conflict) may. So may a column
+  // that went (42703) after the table's columns were read: reconnecting reads them again, and
+  // Open() says so if a column the keys name is the one that went.
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  last_sqlstate_ = state != nullptr ? state : "";
+  if (state != nullptr && std::string_view(state).starts_with("42") &&
+      std::string_view(state) != "42703") {
+    return Status::Config("outbox table " + settings_.polling.schema + "." +
+                          settings_.polling.table + ": " + why);
+  }
+  return Status::Connection("outbox table " + settings_.polling.schema + "." +
+                            settings_.polling.table + ": " + why);
 }
 
 Status OutboxTable::CheckOrderColumn(const std::string& qualified) {
@@ -121,7 +123,7 @@ Status OutboxTable::CheckOrderColumn(const std::string& qualified) {
   const OrderColumnVerdict verdict =
       walrelay::CheckOrderColumn({qualified, polling.order_column, PQgetvalue(res, 0, 0)[0] == 't',
                                   PQgetvalue(res, 0, 1)[0] == 't', PQgetvalue(res, 0, 2)[0] == 't',
-                                  std::stoll(PQgetvalue(res, 0, 3))});
+                                  std::stoll(PQgetvalue(res, 0, 3)), partitioned_});
   for (const std::string& warning : verdict.warnings) spdlog::warn("{}", warning);
   return verdict.error;
 }
@@ -136,7 +138,7 @@ Status OutboxTable::Describe() {
   auto columns = Query(
       "SELECT c.oid, a.attname, a.atttypid, a.atttypmod, "
       "       coalesce(a.attnum = ANY(i.indkey), false), format_type(a.atttypid, a.atttypmod), "
-      "       a.attnotnull "
+      "       a.attnotnull, c.relkind "
       "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
       "JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped "
       "     AND a.attgenerated = '' "
@@ -155,6 +157,7 @@ Status OutboxTable::Describe() {
   for (int row = 0; row < PQntuples(res); ++row) {
     OutboxShape::Column column;
     shape_.relation_oid = static_cast<uint32_t>(std::stoul(PQgetvalue(res, row, 0)));
+    partitioned_ = PQgetvalue(res, row, 7)[0] == 'p';
     column.name = PQgetvalue(res, row, 1);
     column.type_oid = static_cast<uint32_t>(std::stoul(PQgetvalue(res, row, 2)));
     column.typmod = std::stoi(PQgetvalue(res, row, 3));
@@ -173,6 +176,9 @@ Status OutboxTable::Describe() {
                           "docs/outbox-polling.sql)");
   }
   WALRELAY_RETURN_IF_ERROR(CheckOrderColumn(qualified));
+  auto catalog = ReadTableCatalog(conn_.get(), polling.schema, polling.table);
+  if (!catalog.ok()) return catalog.status();
+  catalog_ = std::make_shared<const CatalogSnapshot>(std::move(catalog).value());
   if (!polling.marks_by_delete()) {
     if (mark_type.empty()) {
       return Status::Config("'polling.mark': table " + qualified + " has no column '" +
@@ -216,8 +222,10 @@ Status OutboxTable::Describe() {
   commit_times_tracked_ = std::string(PQgetvalue(tracked->get(), 0, 0)) == "on";
 
   PGconn* conn = conn_.get();
-  const std::string table =
-      "ONLY " + Ident(conn, polling.schema) + "." + Ident(conn, polling.table);
+  // A partitioned table holds no rows of its own: its partitions' rows are read and marked
+  // through it. Any other table is read alone, without tables that inherit from it.
+  const std::string table = (partitioned_ ? "" : "ONLY ") + Ident(conn, polling.schema) + "." +
+                            Ident(conn, polling.table);
   // Qualified: the order column's text copy at the end of the select list has its name too.
   const std::string order = "o." + Ident(conn, polling.order_column);
   std::string select;
@@ -264,14 +272,55 @@ Result<std::optional<int>> OutboxTable::LeaseHolder() {
   return std::optional<int>(std::stoi(PQgetvalue(res->get(), 0, 0)));
 }
 
-Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit,
+int64_t RowsToAsk(int64_t limit, int64_t max_bytes, double average_row_bytes) {
+  if (max_bytes <= 0) return limit;
+  if (average_row_bytes <= 0) return std::min(limit, kFirstReadRows);
+  const double fit = static_cast<double>(max_bytes) / average_row_bytes;
+  if (fit >= static_cast<double>(limit)) return limit;
+  return std::min(limit, static_cast<int64_t>(fit) + 1);
+}
+
+Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit, int64_t max_bytes,
                                           const std::vector<std::string>& in_flight) {
-  auto res = Query(read_sql_, {std::to_string(limit), ArrayLiteral(in_flight)}, PGRES_TUPLES_OK);
-  if (!res.ok()) return res.status();
+  const int64_t asked = RowsToAsk(limit, max_bytes, average_row_bytes_);
+  const std::string limit_text = std::to_string(asked);
+  const std::string excluded = ArrayLiteral(in_flight);
+  const char* values[] = {limit_text.c_str(), excluded.c_str()};
+  PGconn* conn = conn_.get();
+  if (!PQsendQueryParams(conn, read_sql_.c_str(), 2, nullptr, values, nullptr, nullptr, 0))
+    return Failure(nullptr);
+  // One result per row: the rows past the byte bound are received and freed one by one.
+  PQsetSingleRowMode(conn);
   OutboxBatch batch;
-  batch.rows = PQntuples(res->get());
   batch.columns = static_cast<int>(shape_.columns.size());
-  batch.result = std::move(res).value();
+  int64_t received = 0;
+  size_t received_bytes = 0;
+  PgResultPtr failed;
+  while (PgResultPtr res{PQgetResult(conn)}) {
+    const ExecStatusType status = PQresultStatus(res.get());
+    if (status == PGRES_TUPLES_OK && PQntuples(res.get()) == 0) continue;  // the end of the rows
+    if (status != PGRES_SINGLE_TUPLE) {
+      if (!failed) failed = std::move(res);  // the rest is read so the connection stays usable
+      continue;
+    }
+    ++received;
+    size_t row_bytes = 0;
+    for (int field = 0; field < PQnfields(res.get()); ++field)
+      row_bytes += static_cast<size_t>(PQgetlength(res.get(), 0, field));
+    received_bytes += row_bytes;
+    if (max_bytes > 0 && batch.rows > 0 && batch.bytes >= static_cast<size_t>(max_bytes)) {
+      batch.more_may_wait = true;
+      continue;
+    }
+    batch.bytes += row_bytes;
+    batch.row_results.push_back(std::move(res));
+    ++batch.rows;
+  }
+  if (failed) return Failure(failed.get());
+  if (PQstatus(conn) != CONNECTION_OK) return Failure(nullptr);
+  if (received >= asked) batch.more_may_wait = true;
+  if (received > 0)
+    average_row_bytes_ = static_cast<double>(received_bytes) / static_cast<double>(received);
   return batch;
 }
 

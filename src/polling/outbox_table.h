@@ -5,14 +5,15 @@
 //   time polls it (per-key order needs one reader: docs/polling.md). It is held until this
 //   connection ends; PostgreSQL frees it when the process dies or the connection breaks, and a
 //   standby takes it at its next try.
-// - ReadNext(limit, in_flight): the oldest unpublished rows in polling.order.column's order:
-//   every row (polling.mark=delete) or the rows whose mark column is NULL, but those still in
-//   flight. One statement, one snapshot.
+// - ReadNext(limit, max_bytes, in_flight): the oldest unpublished rows in polling.order.column's
+//   order: every row (polling.mark=delete) or the rows whose mark column is NULL, but those
+//   still in flight, bounded in rows and in bytes. One statement, one snapshot.
 // - MarkPublished(rows): deletes them, or sets their mark column to now(); only rows whose
 //   records Kafka acknowledged are ever passed here (polling/polling_relay.h).
 //
-// Open() checks the table, the columns the keys name and the user's privileges on them, so a
-// wrong key or a missing GRANT fails at start with the table, column and key in the message. Every
+// Open() reads the table's shape and catalog entry (what a slot's relay knows of it), and checks
+// the table, the columns the keys name and the user's privileges on them, so a wrong key or a
+// missing GRANT fails at start with the table, column and key in the message. Every
 // call blocks (bounded by database.query.timeout.ms); errors are kConnection (the caller
 // reconnects) unless the table itself is wrong (kConfig).
 #pragma once
@@ -26,6 +27,7 @@
 #include "common/status.h"
 #include "config/relay_settings.h"
 #include "pg/pg_handles.h"
+#include "pg/source_catalog.h"
 #include "polling/order_column.h"
 
 namespace walrelay {
@@ -45,16 +47,37 @@ struct OutboxShape {
 
 // Rows read by ReadNext: the table's columns (OutboxShape order, PostgreSQL's text output),
 // then the inserting transaction's id, its commit time in microseconds since the Unix epoch,
-// and the order column's value as text.
+// and the order column's value as text. One libpq result per row (single-row mode), so the rows
+// a read leaves out of its byte bound are never held.
 struct OutboxBatch {
-  PgResultPtr result;
+  std::vector<PgResultPtr> row_results;
   int rows = 0;
   int columns = 0;  // the table's columns; the three below follow them
+  // Rows may be waiting past these: the read returned as many as it asked for, or stopped at
+  // its byte bound.
+  bool more_may_wait = false;
+  size_t bytes = 0;  // of every value kept
 
   int xid_field() const { return columns; }
   int commit_time_field() const { return columns + 1; }
   int order_field() const { return columns + 2; }
+  const char* value(int row, int field) const {
+    return PQgetvalue(row_results[static_cast<size_t>(row)].get(), 0, field);
+  }
+  int length(int row, int field) const {
+    return PQgetlength(row_results[static_cast<size_t>(row)].get(), 0, field);
+  }
+  bool is_null(int row, int field) const {
+    return PQgetisnull(row_results[static_cast<size_t>(row)].get(), 0, field) != 0;
+  }
 };
+
+// How many rows a read asks the server for: `limit` (polling.batch.size), or with a byte bound
+// (`max_bytes` > 0) as many as `average_row_bytes` says fit in it, plus one, since rows past
+// the bound are received and dropped. kFirstReadRows when no row was read yet on this
+// connection (average 0). Pure; tests/unit/polling_read_test.cc lists the cases.
+inline constexpr int64_t kFirstReadRows = 16;
+int64_t RowsToAsk(int64_t limit, int64_t max_bytes, double average_row_bytes);
 
 class OutboxTable {
  public:
@@ -63,8 +86,11 @@ class OutboxTable {
   Result<bool> TryTakeLease();
   // The backend pid holding the lease, if any relay holds it (for `walrelay validate`).
   Result<std::optional<int>> LeaseHolder();
-  // `in_flight`: order values of rows read before and not yet marked, left out.
-  Result<OutboxBatch> ReadNext(int64_t limit, const std::vector<std::string>& in_flight);
+  // `in_flight`: order values of rows read before and not yet marked, left out. At most `limit`
+  // rows, and with `max_bytes` > 0 no row once the values kept reach `max_bytes` (the first row
+  // is always kept): what the read holds stays near the bound however large the rows are.
+  Result<OutboxBatch> ReadNext(int64_t limit, int64_t max_bytes,
+                               const std::vector<std::string>& in_flight);
   // `order_values`: the order column's values (OutboxBatch::order_field) of the rows to mark.
   // Returns how many rows it marked. A failure retrying cannot fix (polling/mark_failure.h) is
   // kPrecondition, naming the table, the mark and the cause; any other is kConnection.
@@ -73,6 +99,9 @@ class OutboxTable {
   bool connected() const;
 
   const OutboxShape& shape() const { return shape_; }
+  // What the catalog says of the table (keys, NOT NULL, type names), read with its shape, for
+  // the relay's SourceCatalog: the decoder then renders the rows as it renders the slot's.
+  std::shared_ptr<const CatalogSnapshot> catalog() const { return catalog_; }
   // Whether the commit times are the transactions' own (track_commit_timestamp=on); else
   // they are the time the rows were read.
   bool commit_times_tracked() const { return commit_times_tracked_; }
@@ -86,13 +115,18 @@ class OutboxTable {
   Status CheckOrderColumn(const std::string& qualified);
   Result<PgResultPtr> Query(const std::string& sql, const std::vector<std::string>& params,
                             ExecStatusType expected);
+  // The error of a statement that failed (`res` may be null), classified as Query says.
+  Status Failure(const PGresult* res);
 
   const RelaySettings& settings_;
   PgConnPtr conn_;
   OutboxShape shape_;
+  std::shared_ptr<const CatalogSnapshot> catalog_;
   std::string last_sqlstate_;  // of the latest failed statement, "" when the server gave none
   std::string order_type_;     // format_type of the order column, for the mark's array
   bool commit_times_tracked_ = false;
+  bool partitioned_ = false;      // relkind 'p'
+  double average_row_bytes_ = 0;  // of the rows read on this connection, 0 before the first
   std::string read_sql_, mark_sql_;
 };
 

@@ -40,7 +40,6 @@ Status PolledRows::Feed(char kind, const Handler& handle) {
 
 Result<Lsn> PolledRows::Decode(const OutboxShape& shape, const OutboxBatch& batch,
                                const Handler& handle) {
-  PGresult* res = batch.result.get();
   // The table's shape, as pgoutput announces it before a relation's first row in a session.
   BeginMessage('R');
   U32(shape.relation_oid);
@@ -58,9 +57,9 @@ Result<Lsn> PolledRows::Decode(const OutboxShape& shape, const OutboxBatch& batc
 
   Lsn last_commit;
   for (int row = 0; row < batch.rows;) {
-    const char* xid_text = PQgetvalue(res, row, batch.xid_field());
+    const char* xid_text = batch.value(row, batch.xid_field());
     const int64_t commit_us =
-        std::strtoll(PQgetvalue(res, row, batch.commit_time_field()), nullptr, 10);
+        std::strtoll(batch.value(row, batch.commit_time_field()), nullptr, 10);
     const uint64_t pg_time = static_cast<uint64_t>(commit_us - kPgEpochOffsetMicros);
     const uint32_t xid = static_cast<uint32_t>(std::strtoull(xid_text, nullptr, 10));
     BeginMessage('B');
@@ -69,21 +68,21 @@ Result<Lsn> PolledRows::Decode(const OutboxShape& shape, const OutboxBatch& batc
     U32(xid);
     WALRELAY_RETURN_IF_ERROR(Feed('B', handle));
     // The rows of this transaction that follow one another in the table's order.
-    for (; row < batch.rows && std::strcmp(PQgetvalue(res, row, batch.xid_field()), xid_text) == 0;
+    for (; row < batch.rows && std::strcmp(batch.value(row, batch.xid_field()), xid_text) == 0;
          ++row) {
       BeginMessage('I');
       U32(shape.relation_oid);
       U8('N');
       U16(static_cast<uint16_t>(batch.columns));
       for (int field = 0; field < batch.columns; ++field) {
-        if (PQgetisnull(res, row, field)) {
+        if (batch.is_null(row, field)) {
           U8('n');
           continue;
         }
         U8('t');
-        const int length = PQgetlength(res, row, field);
+        const int length = batch.length(row, field);
         U32(static_cast<uint32_t>(length));
-        message_.append(PQgetvalue(res, row, field), static_cast<size_t>(length));
+        message_.append(batch.value(row, field), static_cast<size_t>(length));
       }
       WALRELAY_RETURN_IF_ERROR(Feed('I', handle));
     }

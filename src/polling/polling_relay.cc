@@ -71,6 +71,9 @@ void PollingRelay::Connect() {
     auto opened = OutboxTable::Open(settings_);
     if (!opened.ok()) return ConnectionLost(opened.status());
     table_ = std::move(opened).value();
+    // Keys, NOT NULL and type names as the slot's relay has them, so the records' bytes (the
+    // Connect schemas' `optional`, enum arrays) and partitions are the same.
+    catalog_.Adopt(table_->catalog());
   }
   auto lease = table_->TryTakeLease();
   if (!lease.ok()) return ConnectionLost(lease.status());
@@ -174,17 +177,24 @@ void PollingRelay::Poll() {
   for (const auto& batch : batches_)
     in_flight.insert(in_flight.end(), batch.order_values.begin(), batch.order_values.end());
   in_flight.insert(in_flight.end(), unmarked_.begin(), unmarked_.end());
-  auto read = table_->ReadNext(settings_.polling.batch_size, in_flight);
+  // The records in flight and the rows read stay within max.queue.size.in.bytes together, as
+  // on the replication path (a row larger than the bound is still read, alone).
+  int64_t room = 0;  // no byte bound
+  if (settings_.max_queue_size_bytes > 0) {
+    room = std::max<int64_t>(
+        1, settings_.max_queue_size_bytes - static_cast<int64_t>(pipeline_->inflight_bytes()));
+  }
+  auto read = table_->ReadNext(settings_.polling.batch_size, room, in_flight);
   if (!read.ok()) return ConnectionLost(read.status());
   backoff_.Succeeded();  // a read that worked: the connection is good again
-  last_read_full_ = read->rows >= settings_.polling.batch_size;
+  last_read_full_ = read->more_may_wait;
   if (read->rows == 0) {
     return SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
   }
   Batch batch;
   batch.order_values.reserve(static_cast<size_t>(read->rows));
   for (int row = 0; row < read->rows; ++row) {
-    batch.order_values.emplace_back(PQgetvalue(read->result.get(), row, read->order_field()));
+    batch.order_values.emplace_back(read->value(row, read->order_field()));
   }
   auto end = rows_->Decode(table_->shape(), *read, [this](const DecodedMessage& decoded) {
     return pipeline_->Handle(decoded);

@@ -4,7 +4,9 @@
 // The loop:
 //   1. take the lease (polling/outbox_table.h): one relay polls a table at a time; the others
 //      are standbys that ask again every polling.lease.retry.ms;
-//   2. read the oldest unpublished rows (polling.batch.size, polling.order.column's order);
+//   2. read the oldest unpublished rows (polling.order.column's order): polling.batch.size of
+//      them at most, and no more bytes than max.queue.size.in.bytes leaves beside the records
+//      in flight, so memory stays bounded however large the rows are;
 //   3. hand them to the same record pipeline as the replication path (via polling/polled_rows.h,
 //      so the records are byte for byte the same), which produces them to Kafka;
 //   4. once the pipeline's ledger says every record of the batch is acknowledged (or
@@ -128,7 +130,7 @@ class PollingRelay final : public RunningRelay {
   // or the connection was down): marked again, never read again while this relay runs.
   std::vector<std::string> unmarked_;
   Lsn unmarked_end_;               // the end of the latest batch in unmarked_
-  bool last_read_full_ = false;    // polling.batch.size rows: more may be waiting
+  bool last_read_full_ = false;    // the read stopped at its row or byte bound: more may wait
   bool waiting_for_room_ = false;  // a poll found kBatchesInFlight batches or backpressure
   bool poll_posted_ = false;
 

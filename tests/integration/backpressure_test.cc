@@ -22,15 +22,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
-long ProcKib(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
-  }
-  return -1;
-}
-
 long EnvLong(const char* name, long fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atol(v) : fallback;

@@ -25,15 +25,6 @@ using namespace walrelay::testing;
 
 namespace {
 
-// Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
-long ProcKib(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
-  }
-  return -1;
-}
-
 std::vector<ConsumedRecord> ReadAll(RelayFixture& fx, const std::vector<std::string>& topics,
                                     size_t expected, int seconds = 60) {
   auto reader = fx.Reader();

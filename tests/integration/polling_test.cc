@@ -18,6 +18,7 @@
 #include "devtools/child_process.h"
 #include "outbox_events.h"
 #include "relay_fixture.h"
+#include "rest_client.h"
 
 using namespace walrelay;
 using namespace walrelay::testing;
@@ -133,7 +134,9 @@ TEST_CASE("polling: a read that finds four batches in flight reads again once on
   auto relay = StartPolling(fx, fx.WriteConfig("room", Polling({{"polling.batch.size", "100"}})));
   std::string sql = "BEGIN;";
   for (int seq = 1; seq <= 350; ++seq) sql += InsertEvent(seq);
-  fx.Exec(sql + "COMMIT;");  // reads of 100, 100, 100 and 50 rows: four batches, the last short
+  // Reads of 16 (a connection's first, while the rows' size is unknown), 100, 100 and 100 rows:
+  // four batches in flight, and 34 rows left for the read after a mark.
+  fx.Exec(sql + "COMMIT;");
   std::this_thread::sleep_for(300ms);
   fx.Exec("BEGIN;" + InsertEvent(351) + "COMMIT;");
   auto records = ReadRecords(fx, OutboxTopics(), 351);
@@ -142,55 +145,235 @@ TEST_CASE("polling: a read that finds four batches in flight reads again once on
   CHECK(Eventually([&] { return Rows(fx) == 0; }, 20s));
 }
 
-TEST_CASE("polling: the records are byte for byte those of the replication path (pgoutput)") {
+namespace {
+
+// Header columns of the types whose rendering needs the catalog (an enum, an enum array, a
+// domain) or is easy to get wrong (numeric, interval, timestamptz), a NOT NULL one among them
+// (Connect schemas say `"optional":false` for it), and a bytea payload for ByteArrayConverter.
+void AddRenderedColumns(RelayFixture& fx) {
+  fx.Exec("CREATE TYPE mood AS ENUM ('happy', 'sad');"
+          "CREATE DOMAIN positive_amount AS numeric(12,3) CHECK (VALUE > 0);"
+          "ALTER TABLE outbox ADD COLUMN mood mood NOT NULL DEFAULT 'happy',"
+          " ADD COLUMN moods mood[], ADD COLUMN amount positive_amount,"
+          " ADD COLUMN price numeric(10,2), ADD COLUMN wait interval, ADD COLUMN due timestamptz,"
+          " ADD COLUMN payload_bin bytea");
+}
+
+// Event `seq` with every rendered column set (some NULL), in the transaction the caller opens.
+std::string InsertRenderedEvent(int seq) {
+  const std::string& type = kAggregateTypes[seq % 3];
+  const std::string key = type + "-" + std::to_string(seq % 17);
+  char id[40];
+  std::snprintf(id, sizeof id, "00000000-0000-4000-8000-%012d", seq);
+  const std::string payload = "jsonb_build_object('seq', " + std::to_string(seq) + ", 'key', '" +
+                              key + "', 'text', 'ünï \"q\" \\ ok')";
+  const std::string n = std::to_string(seq);
+  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload, payload_bin, mood, "
+         "moods, amount, price, wait, due) VALUES ('" +
+         std::string(id) + "', '" + type + "', '" + key + "', '" + type + "Happened', " + payload +
+         ", convert_to(" + payload + "::text, 'UTF8'), '" + (seq % 2 ? "sad" : "happy") + "', " +
+         (seq % 5 == 0 ? "NULL" : "'{happy,sad}'") + ", " + n + ".125, " +
+         (seq % 4 == 0 ? "NULL" : "-" + n + ".5") + ", '" + n + " days 02:03:04.5', " +
+         "'2026-03-29 01:30:00.123456+02'::timestamptz + interval '" + n + " hours');";
+}
+
+struct ConverterCase {
+  std::string name;
+  std::map<std::string, std::string> settings;
+};
+
+// Every converter a Kafka Connect user may give: walrelay's own bytes (no converter set), the
+// worker's default JsonConverter with and without schemas, StringConverter, and
+// ByteArrayConverter on a bytea payload.
+std::vector<ConverterCase> EveryConverter() {
+  const std::string json = "org.apache.kafka.connect.json.JsonConverter";
+  const std::string text = "org.apache.kafka.connect.storage.StringConverter";
+  return {
+      {"walrelay", {}},
+      {"json_schemas",
+       {{"key.converter", json}, {"value.converter", json}, {"header.converter", json}}},
+      {"json_plain",
+       {{"key.converter", json},
+        {"value.converter", json},
+        {"header.converter", json},
+        {"key.converter.schemas.enable", "false"},
+        {"value.converter.schemas.enable", "false"},
+        {"header.converter.schemas.enable", "false"}}},
+      {"string", {{"key.converter", text}, {"value.converter", text}, {"header.converter", text}}},
+      {"bytearray",
+       {{"key.converter", text},
+        {"value.converter", "org.apache.kafka.connect.converters.ByteArrayConverter"},
+        {"transforms.outbox.table.field.event.payload", "payload_bin"},
+        // No envelope field: the value stays the payload's bytes, not a struct around them.
+        {"transforms.outbox.table.fields.additional.placement",
+         "type:header:eventType,created_at:header,mood:header,moods:header,amount:header,"
+         "price:header,wait:header,due:header"}}},
+  };
+}
+
+}  // namespace
+
+TEST_CASE("polling: the records are byte for byte those of the replication path (pgoutput), "
+          "under every converter") {
   devtools::PgSandboxOptions options;
   // Commit times as the WAL has them, so record timestamps match too.
   options.extra_settings = {"track_commit_timestamp=on"};
   RelayFixture fx(options);
   fx.UsePlugin("pgoutput");
   AddPollingColumns(fx);
-  const std::map<std::string, std::string> same = {
-      {"transforms.outbox.table.fields.additional.placement",
-       "type:header:eventType,aggregateid:envelope:aggregate,created_at:header"},
-      {"transforms.outbox.table.expand.json.payload", "false"}};
-  auto cdc_overrides = same;
-  cdc_overrides["transforms.outbox.route.topic.replacement"] = "cdc.${routedByValue}";
-  auto cdc = fx.StartRelay(fx.WriteConfig("parity", cdc_overrides));
-  std::string sql = "BEGIN;";
-  for (int seq = 1; seq <= 30; ++seq)
-    sql += InsertEvent(seq) + (seq % 7 == 0 ? "COMMIT;BEGIN;" : "");
-  // Values that test the rendering: NULL payload, characters to escape.
-  sql += "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
-         "('00000000-0000-4000-8000-0000000000f1', 'Order', 'tab\tand \"quote\"', 'Odd', NULL);"
-         "COMMIT;";
-  fx.Exec(sql);
-  const std::vector<std::string> cdc_topics = {"cdc.Order", "cdc.Customer", "cdc.Shipment"};
-  auto from_slot = ReadRecords(fx, cdc_topics, 31);
-  REQUIRE(from_slot.size() == 31);
+  AddRenderedColumns(fx);
+  for (const ConverterCase& converter : EveryConverter()) {
+    CAPTURE(converter.name);
+    auto same = converter.settings;  // a case's own settings win over the common ones
+    same.emplace("transforms.outbox.table.fields.additional.placement",
+                 "type:header:eventType,aggregateid:envelope:aggregate,created_at:header,"
+                 "mood:header,moods:header,amount:header,price:header,wait:header,due:header");
+    same.emplace("transforms.outbox.table.expand.json.payload", "false");
+    const std::string cdc_prefix = "cdc_" + converter.name + ".";
+    const std::string poll_prefix = "poll_" + converter.name + ".";
+    auto cdc_overrides = same;
+    cdc_overrides["transforms.outbox.route.topic.replacement"] = cdc_prefix + "${routedByValue}";
+    auto cdc = fx.StartRelay(fx.WriteConfig("parity_" + converter.name, cdc_overrides));
+    std::string sql = "BEGIN;";
+    for (int seq = 1; seq <= 30; ++seq)
+      sql += InsertRenderedEvent(seq) + (seq % 7 == 0 ? "COMMIT;BEGIN;" : "");
+    // Values that test the rendering: NULL payload, characters to escape.
+    sql += "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) VALUES "
+           "('00000000-0000-4000-8000-0000000000f1', 'Order', 'tab\tand \"quote\"', 'Odd', NULL);"
+           "COMMIT;";
+    fx.Exec(sql);
+    std::vector<std::string> cdc_topics, poll_topics;
+    for (const auto& type : kAggregateTypes) {
+      cdc_topics.push_back(cdc_prefix + type);
+      poll_topics.push_back(poll_prefix + type);
+    }
+    auto from_slot = ReadRecords(fx, cdc_topics, 31);
+    REQUIRE_MESSAGE(from_slot.size() == 31, Log(fx));
+    REQUIRE(cdc->Kill(SIGTERM).ok());
+    REQUIRE(cdc->Wait(20s).ok());
 
-  auto poll_overrides = Polling(same);
-  poll_overrides["transforms.outbox.route.topic.replacement"] = "poll.${routedByValue}";
-  auto poller = StartPolling(fx, fx.WriteConfig("parity_poll", poll_overrides));
-  const std::vector<std::string> poll_topics = {"poll.Order", "poll.Customer", "poll.Shipment"};
-  auto from_table = ReadRecords(fx, poll_topics, 31);
-  REQUIRE(from_table.size() == 31);
+    auto poll_overrides = Polling(same);
+    poll_overrides["transforms.outbox.route.topic.replacement"] = poll_prefix + "${routedByValue}";
+    auto poller = StartPolling(fx, fx.WriteConfig("parity_poll_" + converter.name, poll_overrides));
+    auto from_table = ReadRecords(fx, poll_topics, 31);
+    REQUIRE_MESSAGE(from_table.size() == 31, Log(fx));
+    CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+    REQUIRE(poller->Kill(SIGTERM).ok());
+    REQUIRE(poller->Wait(20s).ok());
 
-  const auto slot_records = ById(from_slot);
-  const auto table_records = ById(from_table);
-  REQUIRE(slot_records.size() == 31);
-  REQUIRE(table_records.size() == 31);
-  for (const auto& [id, bytes] : slot_records) {
-    auto it = table_records.find(id);
-    REQUIRE_MESSAGE(it != table_records.end(), id);
-    CHECK_MESSAGE(std::get<0>(it->second) == std::get<0>(bytes), id << " partition");
-    CHECK_MESSAGE(std::get<1>(it->second) == std::get<1>(bytes), id << " key");
-    CHECK_MESSAGE(std::get<2>(it->second) == std::get<2>(bytes), id << " value");
-    CHECK_MESSAGE(std::get<3>(it->second) == std::get<3>(bytes), id << " headers");
-    CHECK_MESSAGE(std::get<4>(it->second) == std::get<4>(bytes), id << " timestamp");
+    const auto slot_records = ById(from_slot);
+    const auto table_records = ById(from_table);
+    REQUIRE(slot_records.size() == 31);
+    REQUIRE(table_records.size() == 31);
+    int same_records = 0;
+    for (const auto& [id, bytes] : slot_records) {
+      auto it = table_records.find(id);
+      REQUIRE_MESSAGE(it != table_records.end(), id);
+      CHECK_MESSAGE(std::get<0>(it->second) == std::get<0>(bytes), id << " partition");
+      CHECK_MESSAGE(std::get<1>(it->second) == std::get<1>(bytes), id << " key");
+      CHECK_MESSAGE(std::get<2>(it->second) == std::get<2>(bytes), id << " value");
+      CHECK_MESSAGE(std::get<3>(it->second) == std::get<3>(bytes), id << " headers");
+      CHECK_MESSAGE(std::get<4>(it->second) == std::get<4>(bytes), id << " timestamp");
+      if (it->second == bytes) ++same_records;
+    }
+    MESSAGE(converter.name << ": " << same_records << " of " << slot_records.size()
+                           << " records the same");
+    // The topics differ only by the replacement each relay was given.
+    for (const auto& r : from_table) CHECK(r.topic.starts_with(poll_prefix));
   }
-  // The topics differ only by the replacement each relay was given.
-  for (const auto& r : from_table) CHECK(r.topic.starts_with("poll."));
-  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+  // The cases above would pass on records the catalog left out of; these pin what it adds.
+  auto reader = fx.Reader();
+  auto schemas = reader->ReadAtLeast({"poll_json_schemas.Order"}, 11, 20s);
+  REQUIRE(schemas.ok());
+  bool pinned = false;
+  for (const ConsumedRecord& record : *schemas) {
+    // The header converter writes the id as JSON too.
+    if (HeaderValue(record, "id").find("00000000-0000-4000-8000-000000000003") == std::string::npos)
+      continue;
+    pinned = true;
+    CHECK_MESSAGE(record.key->find("\"optional\":false") != std::string::npos, *record.key);
+    CHECK_MESSAGE(HeaderValue(record, "moods").find("[\"happy\",\"sad\"]") != std::string::npos,
+                  HeaderValue(record, "moods"));
+  }
+  CHECK(pinned);
+}
+
+TEST_CASE("polling: reads are bounded in bytes by max.queue.size.in.bytes, so large rows keep "
+          "memory small") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  // 300 rows of 576 KiB (169 MiB) waiting before the relay starts: a read of
+  // polling.batch.size (500) rows would hold all of them at once.
+  fx.Exec("INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) "
+          "SELECT gen_random_uuid(), 'Order', 'k' || (i % 7), 'Big', "
+          "jsonb_build_object('seq', i, 'blob', repeat(md5(i::text), 18432)) "
+          "FROM generate_series(1, 300) AS i");
+  auto relay =
+      StartPolling(fx, fx.WriteConfig("big", Polling({{"log.progress.interval.ms", "1000"}})));
+  long peak_kib = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (std::chrono::steady_clock::now() < deadline && Rows(fx) > 0) {
+    peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
+    std::this_thread::sleep_for(200ms);
+  }
+  peak_kib = std::max(peak_kib, ProcKib(relay->pid(), "VmHWM"));
+  MESSAGE("300 rows of 576 KiB polled with max.queue.size.in.bytes=262144: peak RSS "
+          << peak_kib / 1024 << " MiB");
+  REQUIRE_MESSAGE(Rows(fx) == 0, Log(fx));  // every record acknowledged, every row marked
+  CHECK(relay->Running());
+  // The default bound holds about one such row in flight; unbounded, the first read held 169 MiB
+  // of rows and the records made from them.
+  CHECK(peak_kib < 100 * 1024);
+  const std::string metrics = Http(RestPort(fx), "GET", "/metrics", {}, 5s).body;
+  CHECK_MESSAGE(
+      Metric(metrics, "walrelay_records_acked_total{topic=\"outbox.event.Order\"}") == 300,
+      metrics);
+}
+
+TEST_CASE("polling: a partitioned outbox table is read and marked through its partitions") {
+  RelayFixture fx;
+  // docs/outbox.sql's columns, partitioned by the order column: the only partitioning under
+  // which a unique index on that column alone can exist.
+  const auto create = [&](const std::string& key, const std::string& partition_by) {
+    fx.Exec("DROP TABLE outbox; CREATE TABLE outbox (id uuid NOT NULL, aggregatetype "
+            "varchar(255) NOT NULL, aggregateid varchar(255) NOT NULL, type varchar(255) NOT NULL, "
+            "payload jsonb, created_at timestamp NOT NULL DEFAULT (now() AT TIME ZONE 'utc'), "
+            "seq bigserial NOT NULL, PRIMARY KEY (" +
+            key + ")) PARTITION BY RANGE (" + partition_by + ")");
+  };
+  SUBCASE("partitioned by the order column: every row of every partition arrives once") {
+    create("seq", "seq");
+    fx.Exec("CREATE TABLE outbox_low PARTITION OF outbox FOR VALUES FROM (MINVALUE) TO (120);"
+            "CREATE TABLE outbox_high PARTITION OF outbox FOR VALUES FROM (120) TO (MAXVALUE)");
+    auto relay =
+        StartPolling(fx, fx.WriteConfig("parted", Polling({{"polling.batch.size", "50"}})));
+    std::string sql;
+    for (int seq = 1; seq <= 250; ++seq)
+      sql += (seq % 10 == 1 ? "BEGIN;" : "") + InsertEvent(seq) + (seq % 10 == 0 ? "COMMIT;" : "");
+    fx.Exec(sql);
+    auto records = ReadRecords(fx, OutboxTopics(), 250);
+    auto seen = CheckRecords(records);
+    CHECK(seen.size() == 250);
+    CHECK(records.size() == 250);
+    CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+    CHECK(fx.Value("SELECT count(*) FROM outbox_low") == "0");
+    CHECK(fx.Value("SELECT count(*) FROM outbox_high") == "0");
+  }
+  SUBCASE("partitioned by another column: refused at start, saying how to partition it") {
+    create("seq, created_at", "created_at");
+    fx.Exec("CREATE TABLE outbox_all PARTITION OF outbox DEFAULT");
+    fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+    auto child = fx.SpawnRelay(fx.WriteConfig("parted_time", Polling()));
+    auto code = child->Wait(20s);
+    REQUIRE_MESSAGE(code.ok(), "the relay did not stop: " << Log(fx));
+    CHECK(*code == 2);
+    CHECK(Rows(fx) == 1);
+    CHECK_MESSAGE(
+        Log(fx).find("A partitioned table's unique indexes must hold its partition key: "
+                     "partition public.outbox by this column (PARTITION BY RANGE (seq))") !=
+            std::string::npos,
+        Log(fx));
+  }
 }
 
 TEST_CASE("polling.mark=column: rows stay, stamped once acknowledged, and are not relayed again") {
@@ -380,13 +563,16 @@ TEST_CASE("polling: a mark that retrying cannot fix stops the relay; one that fa
     CHECK(*code == 4);
     const std::string log = Log(fx);
     CHECK_MESSAGE(
-        log.find("outbox table public.outbox: marking 100 published rows "
-                 "(polling.mark=delete) failed, and retrying cannot fix it") != std::string::npos,
+        log.find(" published rows (polling.mark=delete) failed, and retrying cannot fix it") !=
+            std::string::npos,
         log);
     CHECK_MESSAGE(log.find("(SQLSTATE P0001)") != std::string::npos, log);
     CHECK(Rows(fx) == 100);
-    // Published once, not again and again while the mark failed.
-    CHECK(ReadRecords(fx, OutboxTopics(), 100).size() == 100);
+    // Published once, not again and again while the mark failed: the first read's rows (16 on
+    // a new connection) and those read while their mark was on its way.
+    auto records = ReadRecords(fx, OutboxTopics(), 16);
+    CHECK(records.size() <= 100);
+    for (const auto& [seq, times] : CheckRecords(records)) CHECK_MESSAGE(times == 1, seq);
   }
   SUBCASE("a serialization failure for 3 s: the mark alone is sent again") {
     block_marks("40001");

@@ -280,6 +280,15 @@ class RelayFixture {
   int config_count_ = 0;
 };
 
+// Resident memory of a process, from /proc: VmRSS (now) or VmHWM (peak), in KiB.
+inline long ProcKib(pid_t pid, const std::string& field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::atol(line.c_str() + field.size() + 1);
+  }
+  return -1;
+}
+
 // The relay log of the fixture's relays so far.
 inline std::string Log(const RelayFixture& fx) { return devtools::ReadFile(fx.log_path()); }
 

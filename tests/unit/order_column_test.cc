@@ -10,7 +10,8 @@
 namespace walrelay {
 namespace {
 
-TEST_CASE("CheckOrderColumn: NOT NULL, unique alone, from a sequence, the sequence's cache") {
+TEST_CASE("CheckOrderColumn: NOT NULL, unique alone, from a sequence, the sequence's cache, "
+          "partitioned") {
   struct Row {
     bool not_null, unique_alone, from_sequence;
     int64_t cache;
@@ -34,25 +35,35 @@ TEST_CASE("CheckOrderColumn: NOT NULL, unique alone, from a sequence, the sequen
       {true, true, true, 20, true, "CACHE 20"},
   };
   for (const Row& r : rows) {
-    INFO("not null " << r.not_null << ", unique alone " << r.unique_alone << ", sequence "
-                     << r.from_sequence << ", cache " << r.cache);
-    const OrderColumnVerdict v = CheckOrderColumn(
-        {"public.outbox", "created_at", r.not_null, r.unique_alone, r.from_sequence, r.cache});
-    CHECK(v.error.ok() == r.starts);
-    if (!r.starts) {
-      CHECK(v.error.code() == ErrorCode::kConfig);
-      const std::string& m = v.error.message();
-      CHECK_MESSAGE(m.find(r.in_message) != std::string::npos, m);
-      // The key, the table and the column, and how to fix it.
-      CHECK(m.find("'polling.order.column': column 'created_at' of public.outbox") == 0);
-      CHECK(m.find("CREATE UNIQUE INDEX ON public.outbox (seq)") != std::string::npos);
-      CHECK(v.warnings.empty());
-    } else if (r.in_message.empty()) {
-      CHECK(v.warnings.empty());
-    } else {
-      REQUIRE(v.warnings.size() == 1);
-      CHECK_MESSAGE(v.warnings[0].find(r.in_message) != std::string::npos, v.warnings[0]);
-      CHECK(v.warnings[0].find("column 'created_at' of public.outbox") != std::string::npos);
+    for (const bool partitioned : {false, true}) {
+      INFO("not null " << r.not_null << ", unique alone " << r.unique_alone << ", sequence "
+                       << r.from_sequence << ", cache " << r.cache << ", partitioned "
+                       << partitioned);
+      const OrderColumnVerdict v =
+          CheckOrderColumn({"public.outbox", "created_at", r.not_null, r.unique_alone,
+                            r.from_sequence, r.cache, partitioned});
+      CHECK(v.error.ok() == r.starts);
+      if (!r.starts) {
+        CHECK(v.error.code() == ErrorCode::kConfig);
+        const std::string& m = v.error.message();
+        CHECK_MESSAGE(m.find(r.in_message) != std::string::npos, m);
+        // The key, the table and the column, and how to fix it: a partitioned table that lacks
+        // only the index can have one on this column once partitioned by it.
+        CHECK(m.find("'polling.order.column': column 'created_at' of public.outbox") == 0);
+        if (partitioned && r.not_null) {
+          CHECK_MESSAGE(m.find("PARTITION BY RANGE (created_at)") != std::string::npos, m);
+          CHECK(m.find("CREATE UNIQUE INDEX ON public.outbox (created_at)") != std::string::npos);
+        } else {
+          CHECK(m.find("CREATE UNIQUE INDEX ON public.outbox (seq)") != std::string::npos);
+        }
+        CHECK(v.warnings.empty());
+      } else if (r.in_message.empty()) {
+        CHECK(v.warnings.empty());
+      } else {
+        REQUIRE(v.warnings.size() == 1);
+        CHECK_MESSAGE(v.warnings[0].find(r.in_message) != std::string::npos, v.warnings[0]);
+        CHECK(v.warnings[0].find("column 'created_at' of public.outbox") != std::string::npos);
+      }
     }
   }
 }

@@ -10,8 +10,10 @@ CREATE TABLE IF NOT EXISTS public.outbox (
     created_at    timestamp    NOT NULL DEFAULT (now() AT TIME ZONE 'utc')
 );
 
--- Rows can be deleted right after they are written (Debezium's "remove after insert" style):
--- the delete is ignored by the relay and keeps the table small.
+-- With a replication slot (the default source.mode) rows can be deleted right after they are
+-- written (Debezium's "remove after insert" style): the delete is ignored by the relay and keeps
+-- the table small. NOT with source.mode=polling: a poll never sees a row deleted before it, so
+-- every such event is lost there; the polling relay deletes the rows itself (docs/polling.md).
 --
 -- The relay's database user needs the REPLICATION attribute and must be able to read the
 -- catalog; on managed services grant the provider's replication role instead:

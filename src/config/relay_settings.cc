@@ -354,8 +354,9 @@ Status ParseSourceMode(const Properties& p, RelaySettings& s) {
   auto mode = p.GetEnum("source.mode", "replication", {"replication", "polling"});
   if (!mode.ok()) return mode.status();
   if (*mode == "replication") {
-    for (const char* key : {"polling.interval.ms", "polling.batch.size", "polling.mark",
-                            "polling.order.column", "polling.lease.retry.ms"}) {
+    for (const char* key :
+         {"polling.interval.ms", "polling.batch.size", "polling.mark", "polling.order.column",
+          "polling.lease.retry.ms", "polling.unread.check.ms"}) {
       if (p.Get(key)) spdlog::warn("'{}' is ignored: 'source.mode' is 'replication'", key);
     }
     return Status::Ok();
@@ -388,6 +389,9 @@ Status ParseSourceMode(const Properties& p, RelaySettings& s) {
   auto lease_retry = p.GetInt("polling.lease.retry.ms", polling.lease_retry_ms, 1, 3600000);
   if (!lease_retry.ok()) return lease_retry.status();
   polling.lease_retry_ms = *lease_retry;
+  auto unread_check = p.GetInt("polling.unread.check.ms", polling.unread_check_ms, 0, 86400000);
+  if (!unread_check.ok()) return unread_check.status();
+  polling.unread_check_ms = *unread_check;
   const std::string mark = Trim(p.GetString("polling.mark", "delete"));
   if (mark.starts_with("column:")) {
     polling.mark_column = Trim(mark.substr(7));

@@ -103,6 +103,9 @@ struct PollingSettings {
   // (polling.mark=column:<name>); rows where it is NULL are the unpublished ones.
   std::string mark_column;
   int64_t lease_retry_ms = 2000;  // polling.lease.retry.ms: how often a standby asks for the lease
+  // polling.unread.check.ms: how often the table's insert counter is compared with the rows
+  // read (polling/unread_inserts.h); 0 = never
+  int64_t unread_check_ms = 60000;
 
   bool marks_by_delete() const { return mark_column.empty(); }
 };

@@ -16,7 +16,12 @@ constexpr const char* kLeaseClass = "2002873458";
 
 std::string Ident(PGconn* conn, const std::string& name) {
   PgBufferPtr quoted(PQescapeIdentifier(conn, name.c_str(), name.size()));
-  return quoted ? std::string(quoted.get()) : "\"" + name + "\"";
+  if (quoted) return std::string(quoted.get());
+  // libpq failed (out of memory, or bytes invalid in the client encoding): PostgreSQL's own
+  // rule, embedded quotes doubled, so a name never reaches the statement unescaped.
+  std::string out = "\"";
+  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
 }
 
 // A PostgreSQL array literal of `values`, each quoted, for `$1::<type>[]`.
@@ -244,12 +249,19 @@ Status OutboxTable::Describe() {
           : "o." + Ident(conn, polling.mark_column) + " IS NULL AND " + in_flight;
   read_sql_ = "SELECT " + select + " FROM " + table + " AS o WHERE " + unpublished + " ORDER BY " +
               order + " LIMIT $1";
+  // The rows read, each by its order value and the xmin of the version read: a row updated
+  // since then keeps its new version, which the next read relays.
   const std::string chosen =
-      " WHERE " + Ident(conn, polling.order_column) + " = ANY($1::" + order_type_ + "[])";
+      " AS o USING unnest($1::" + order_type_ + "[], $2::xid[]) AS m(value, version) WHERE o." +
+      Ident(conn, polling.order_column) + " = m.value AND o.xmin = m.version";
   mark_sql_ = polling.marks_by_delete()
                   ? "DELETE FROM " + table + chosen
-                  : "UPDATE " + table + " SET " + Ident(conn, polling.mark_column) + " = now()" +
-                        chosen + " AND " + Ident(conn, polling.mark_column) + " IS NULL";
+                  : "UPDATE " + table + " AS o SET " + Ident(conn, polling.mark_column) +
+                        " = now() FROM unnest($1::" + order_type_ +
+                        "[], $2::xid[]) AS m(value, version) WHERE o." +
+                        Ident(conn, polling.order_column) +
+                        " = m.value AND o.xmin = m.version AND o." +
+                        Ident(conn, polling.mark_column) + " IS NULL";
   return Status::Ok();
 }
 
@@ -258,6 +270,19 @@ Result<bool> OutboxTable::TryTakeLease() {
                    {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
   return std::string(PQgetvalue(res->get(), 0, 0)) == "t";
+}
+
+Result<int64_t> OutboxTable::InsertedRows() {
+  // The table itself, and its partitions when it has any (pg_partition_tree gives no row for
+  // a table that is not partitioned).
+  auto res = Query("SELECT coalesce(sum(s.n_tup_ins), 0)::bigint FROM pg_stat_user_tables s "
+                   "WHERE s.relid = $1::regclass "
+                   "OR s.relid IN (SELECT relid FROM pg_partition_tree($1::regclass))",
+                   {Ident(conn_.get(), settings_.polling.schema) + "." +
+                    Ident(conn_.get(), settings_.polling.table)},
+                   PGRES_TUPLES_OK);
+  if (!res.ok()) return res.status();
+  return static_cast<int64_t>(std::stoll(PQgetvalue(res->get(), 0, 0)));
 }
 
 Result<std::optional<int>> OutboxTable::LeaseHolder() {
@@ -324,12 +349,19 @@ Result<OutboxBatch> OutboxTable::ReadNext(int64_t limit, int64_t max_bytes,
   return batch;
 }
 
-Result<int64_t> OutboxTable::MarkPublished(const std::vector<std::string>& order_values) {
-  auto res = Query(mark_sql_, {ArrayLiteral(order_values)}, PGRES_COMMAND_OK);
+Result<int64_t> OutboxTable::MarkPublished(const std::vector<RowMark>& rows) {
+  std::vector<std::string> values, versions;
+  values.reserve(rows.size());
+  versions.reserve(rows.size());
+  for (const RowMark& row : rows) {
+    values.push_back(row.order_value);
+    versions.push_back(row.xmin);
+  }
+  auto res = Query(mark_sql_, {ArrayLiteral(values), ArrayLiteral(versions)}, PGRES_COMMAND_OK);
   if (!res.ok()) {
     const PollingSettings& polling = settings_.polling;
     const std::string mark = polling.marks_by_delete() ? "delete" : "column:" + polling.mark_column;
-    const std::string what = "marking " + std::to_string(order_values.size()) +
+    const std::string what = "marking " + std::to_string(rows.size()) +
                              " published rows (polling.mark=" + mark + ") failed";
     const std::string cause = res.status().message() +
                               (last_sqlstate_.empty() ? "" : " (SQLSTATE " + last_sqlstate_ + ")");

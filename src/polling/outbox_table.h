@@ -8,8 +8,9 @@
 // - ReadNext(limit, max_bytes, in_flight): the oldest unpublished rows in polling.order.column's
 //   order: every row (polling.mark=delete) or the rows whose mark column is NULL, but those
 //   still in flight, bounded in rows and in bytes. One statement, one snapshot.
-// - MarkPublished(rows): deletes them, or sets their mark column to now(); only rows whose
-//   records Kafka acknowledged are ever passed here (polling/polling_relay.h).
+// - MarkPublished(rows): deletes them, or sets their mark column to now(), if they are still
+//   the versions read; only rows whose records Kafka acknowledged are ever passed here
+//   (polling/polling_relay.h).
 //
 // Open() reads the table's shape and catalog entry (what a slot's relay knows of it), and checks
 // the table, the columns the keys name and the user's privileges on them, so a wrong key or a
@@ -79,6 +80,14 @@ struct OutboxBatch {
 inline constexpr int64_t kFirstReadRows = 16;
 int64_t RowsToAsk(int64_t limit, int64_t max_bytes, double average_row_bytes);
 
+// What a mark needs of a row it read: the row's order value, and the xmin of the version it
+// read. A row updated since (another xmin) is left for the next read, which relays its new
+// version: a mark never removes a version it did not relay.
+struct RowMark {
+  std::string order_value;
+  std::string xmin;
+};
+
 class OutboxTable {
  public:
   static Result<std::unique_ptr<OutboxTable>> Open(const RelaySettings& settings);
@@ -91,10 +100,14 @@ class OutboxTable {
   // is always kept): what the read holds stays near the bound however large the rows are.
   Result<OutboxBatch> ReadNext(int64_t limit, int64_t max_bytes,
                                const std::vector<std::string>& in_flight);
-  // `order_values`: the order column's values (OutboxBatch::order_field) of the rows to mark.
+  // `rows`: the rows to mark, as read (OutboxBatch::order_field and xid_field); a row whose
+  // version is no longer the one read is not marked.
   // Returns how many rows it marked. A failure retrying cannot fix (polling/mark_failure.h) is
   // kPrecondition, naming the table, the mark and the cause; any other is kConnection.
-  Result<int64_t> MarkPublished(const std::vector<std::string>& order_values);
+  Result<int64_t> MarkPublished(const std::vector<RowMark>& rows);
+  // Rows ever inserted into the table (and its partitions), as the statistics count them
+  // (pg_stat_user_tables.n_tup_ins: rolled-back inserts too; about a second behind).
+  Result<int64_t> InsertedRows();
   // Whether the connection is still up (a failed statement may have left it so).
   bool connected() const;
 

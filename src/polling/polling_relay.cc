@@ -94,6 +94,7 @@ void PollingRelay::Connect() {
   standby_logged_ = false;
   connection_error_.clear();
   state_ = RelayState::kStreaming;
+  unread_inserts_.Restart(std::chrono::steady_clock::now());
   pipeline_->StreamStarted(StreamStart{
       SourceIdentity{"polling " + settings_.polling.schema + "." + settings_.polling.table, 1},
       rows_->start(), Lsn(), false, std::nullopt});
@@ -175,8 +176,8 @@ void PollingRelay::Poll() {
   waiting_for_room_ = false;
   std::vector<std::string> in_flight;
   for (const auto& batch : batches_)
-    in_flight.insert(in_flight.end(), batch.order_values.begin(), batch.order_values.end());
-  in_flight.insert(in_flight.end(), unmarked_.begin(), unmarked_.end());
+    for (const RowMark& row : batch.rows) in_flight.push_back(row.order_value);
+  for (const RowMark& row : unmarked_) in_flight.push_back(row.order_value);
   // The records in flight and the rows read stay within max.queue.size.in.bytes together, as
   // on the replication path (a row larger than the bound is still read, alone).
   int64_t room = 0;  // no byte bound
@@ -184,17 +185,27 @@ void PollingRelay::Poll() {
     room = std::max<int64_t>(
         1, settings_.max_queue_size_bytes - static_cast<int64_t>(pipeline_->inflight_bytes()));
   }
+  const auto read_start = std::chrono::steady_clock::now();
   auto read = table_->ReadNext(settings_.polling.batch_size, room, in_flight);
   if (!read.ok()) return ConnectionLost(read.status());
   backoff_.Succeeded();  // a read that worked: the connection is good again
+  counters_.polling_reads += 1;
+  counters_.polling_rows_read += static_cast<uint64_t>(read->rows);
+  counters_.polling_read_micros +=
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                std::chrono::steady_clock::now() - read_start)
+                                .count());
+  unread_inserts_.RowsRead(read->rows);
   last_read_full_ = read->more_may_wait;
   if (read->rows == 0) {
+    if (unread_inserts_.Due(std::chrono::steady_clock::now())) CheckUnreadInserts();
     return SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
   }
   Batch batch;
-  batch.order_values.reserve(static_cast<size_t>(read->rows));
+  batch.rows.reserve(static_cast<size_t>(read->rows));
   for (int row = 0; row < read->rows; ++row) {
-    batch.order_values.emplace_back(read->value(row, read->order_field()));
+    batch.rows.push_back(
+        {read->value(row, read->order_field()), read->value(row, read->xid_field())});
   }
   auto end = rows_->Decode(table_->shape(), *read, [this](const DecodedMessage& decoded) {
     return pipeline_->Handle(decoded);
@@ -210,6 +221,26 @@ void PollingRelay::Poll() {
     SchedulePoll(std::chrono::milliseconds(settings_.polling.interval_ms));
   }
   MarkWhenAcknowledged();  // a batch whose records were all skipped is settled already
+}
+
+void PollingRelay::CheckUnreadInserts() {
+  auto inserted = table_->InsertedRows();
+  if (!inserted.ok()) {
+    // Only a warning depends on it; a connection that went shows at the next read.
+    spdlog::debug("reading the insert counter of {}.{}: {}", settings_.polling.schema,
+                  settings_.polling.table, inserted.status().message());
+    return;
+  }
+  const auto vanished = unread_inserts_.Close(*inserted, std::chrono::steady_clock::now());
+  if (!vanished) return;
+  const double seconds = static_cast<double>(settings_.polling.unread_check_ms) / 1000.0;
+  spdlog::warn("{} rows were inserted into {}.{} in the last {} s and this relay read none of "
+               "them, nor any row in the {} s before: they were deleted before a poll could read "
+               "them (or rolled back). In polling mode an outbox row must stay until the relay "
+               "marks it; an application that deletes its rows right after inserting them loses "
+               "those events here (docs/polling.md, \"Remove-after-insert loses events here\")",
+               vanished->inserted, settings_.polling.schema, settings_.polling.table, seconds,
+               seconds);
 }
 
 void PollingRelay::OnDelivery(const DeliveryReport& report) {
@@ -230,8 +261,8 @@ void PollingRelay::MarkWhenAcknowledged() {
   bool acknowledged = false;
   while (!batches_.empty() && batches_.front().end <= confirmable) {
     Batch& batch = batches_.front();
-    unmarked_.insert(unmarked_.end(), std::make_move_iterator(batch.order_values.begin()),
-                     std::make_move_iterator(batch.order_values.end()));
+    unmarked_.insert(unmarked_.end(), std::make_move_iterator(batch.rows.begin()),
+                     std::make_move_iterator(batch.rows.end()));
     unmarked_end_ = batch.end;
     batches_.pop_front();
     acknowledged = true;
@@ -260,10 +291,20 @@ void PollingRelay::MarkAcknowledged() {
   }
   mark_backoff_.Succeeded();
   if (*marked < static_cast<int64_t>(unmarked_.size())) {
-    spdlog::warn("{} of {} rows relayed from {}.{} were already gone or marked when this relay "
-                 "marked them (deleted by hand, or another process polls without the lease)",
-                 unmarked_.size() - static_cast<size_t>(*marked), unmarked_.size(),
-                 settings_.polling.schema, settings_.polling.table);
+    const size_t missed = unmarked_.size() - static_cast<size_t>(*marked);
+    if (state_ == RelayState::kStandby) {
+      // The usual end of a takeover: the relay holding the lease now read these rows again
+      // (they were unmarked), relayed and marked them.
+      spdlog::info("{} of {} rows this relay relayed from {}.{} before it lost the lease were "
+                   "marked by the relay that holds it now (which relayed them too)",
+                   missed, unmarked_.size(), settings_.polling.schema, settings_.polling.table);
+    } else {
+      spdlog::warn("{} of {} rows relayed from {}.{} were gone, marked, or updated when this "
+                   "relay marked them: an updated row is relayed again in its new version; a row "
+                   "deleted or marked by someone else (by hand, or a process polling without "
+                   "the lease) is not",
+                   missed, unmarked_.size(), settings_.polling.schema, settings_.polling.table);
+    }
   }
   unmarked_.clear();
   confirmed_position_ = unmarked_end_.value();
@@ -310,6 +351,7 @@ void PollingRelay::Pause() {
 void PollingRelay::Resume() {
   if (!paused_) return;
   paused_ = false;
+  unread_inserts_.Restart(std::chrono::steady_clock::now());  // nothing was read while paused
   spdlog::info("resumed polling {}.{}", settings_.polling.schema, settings_.polling.table);
   PollSoon();
 }

@@ -39,6 +39,7 @@
 #include "pg/source_catalog.h"
 #include "polling/outbox_table.h"
 #include "polling/polled_rows.h"
+#include "polling/unread_inserts.h"
 #include "relay/backoff.h"
 #include "relay/progress_log.h"
 #include "relay/running_relay.h"
@@ -91,6 +92,9 @@ class PollingRelay final : public RunningRelay {
   void SchedulePoll(std::chrono::milliseconds delay);
   // Poll() as soon as the loop is free, once however often asked before it runs.
   void PollSoon();
+  // After an empty read, when a window of polling.unread.check.ms ended: warns when rows were
+  // inserted and removed before any poll read them (polling/unread_inserts.h).
+  void CheckUnreadInserts();
   void OnDelivery(const DeliveryReport& report);
   // Marks the oldest batches in flight once all of each is acknowledged.
   void MarkWhenAcknowledged();
@@ -112,8 +116,8 @@ class PollingRelay final : public RunningRelay {
   // each batch's acknowledgements before reading the next left the relay idle most of the
   // time (bench/results/polling.md); a bound keeps the reads' exclusion list short.
   struct Batch {
-    Lsn end;                                // confirmable once all its records are acknowledged
-    std::vector<std::string> order_values;  // polling.order.column of its rows
+    Lsn end;                    // confirmable once all its records are acknowledged
+    std::vector<RowMark> rows;  // its rows, as a mark finds them
   };
   static constexpr size_t kBatchesInFlight = 4;
 
@@ -128,11 +132,12 @@ class PollingRelay final : public RunningRelay {
   std::deque<Batch> batches_;
   // Rows whose records Kafka acknowledged and whose mark has not been applied yet (it failed,
   // or the connection was down): marked again, never read again while this relay runs.
-  std::vector<std::string> unmarked_;
+  std::vector<RowMark> unmarked_;
   Lsn unmarked_end_;               // the end of the latest batch in unmarked_
   bool last_read_full_ = false;    // the read stopped at its row or byte bound: more may wait
   bool waiting_for_room_ = false;  // a poll found kBatchesInFlight batches or backpressure
   bool poll_posted_ = false;
+  UnreadInsertsWatch unread_inserts_{std::chrono::milliseconds(settings_.polling.unread_check_ms)};
 
   boost::asio::steady_timer poll_timer_;
   boost::asio::steady_timer connect_timer_;

@@ -34,6 +34,10 @@ struct RelayCounters {
   uint64_t source_changes_held_in_kafka = 0;
   // At least once: source positions written to offsets.storage.topic, "written" or "failed"
   std::map<std::string, uint64_t> offset_writes;
+  // source.mode=polling: reads of the outbox table, the rows they returned, their time
+  uint64_t polling_reads = 0;
+  uint64_t polling_rows_read = 0;
+  uint64_t polling_read_micros = 0;
 };
 
 class PrometheusText {

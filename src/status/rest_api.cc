@@ -309,6 +309,17 @@ HttpResponse RestApi::Metrics() const {
                "failed and written again.",
                "outcome", c.offset_writes, {"written", "failed"});
   }
+  if (relay_.settings().source_mode == SourceMode::kPolling) {
+    m.Single("walrelay_polling_reads_total", "counter",
+             "Reads of the outbox table (source.mode=polling).", c.polling_reads);
+    m.Single("walrelay_polling_rows_read_total", "counter",
+             "Rows those reads returned (a row read again after a reconnect counts again).",
+             c.polling_rows_read);
+    m.Single("walrelay_polling_read_seconds_total", "counter",
+             "Time spent in those reads; divided by the reads, a read's mean duration, which "
+             "grows with the dead rows a held xmin horizon keeps in the table (docs/polling.md).",
+             static_cast<double>(c.polling_read_micros) / 1e6);
+  }
   m.Single("walrelay_confirmed_flush_lsn", "gauge",
            "LSN last confirmed to PostgreSQL (the slot's confirmed_flush_lsn), as an integer.",
            relay_.confirmed_lsn().value());

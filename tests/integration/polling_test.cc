@@ -376,6 +376,70 @@ TEST_CASE("polling: a partitioned outbox table is read and marked through its pa
   }
 }
 
+TEST_CASE("polling: a row updated after it was read is relayed again in its new version, never "
+          "removed unrelayed") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  std::map<std::string, std::string> overrides;
+  SUBCASE("polling.mark=delete") {}
+  SUBCASE("polling.mark=column") {
+    fx.Exec("ALTER TABLE outbox ADD COLUMN published_at timestamptz");
+    overrides["polling.mark"] = "column:published_at";
+  }
+  auto relay = StartPolling(fx, fx.WriteConfig("updated", Polling(overrides)));
+  const int port = RestPort(fx);
+  // Kafka away: the row is read and its record waits in flight.
+  REQUIRE(fx.kafka().SetBrokerDown(1).ok());
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(Eventually(
+      [&] {
+        return Metric(Http(port, "GET", "/metrics", {}, 5s).body, "walrelay_inflight_records") == 1;
+      },
+      20s));
+  fx.Exec("UPDATE outbox SET payload = jsonb_set(payload, '{text}', '\"updated\"')");
+  REQUIRE(fx.kafka().SetBrokerUp(1).ok());
+  // The first version's mark leaves the updated row; the next read relays and marks it.
+  auto records = ReadRecords(fx, OutboxTopics(), 2);
+  REQUIRE(records.size() == 2);
+  CHECK(records[0].value->find("ünï") != std::string::npos);
+  CHECK(records[1].value->find("\"updated\"") != std::string::npos);
+  CHECK(Eventually(
+      [&] { return Rows(fx, overrides.empty() ? "" : " WHERE published_at IS NULL") == 0; }, 10s));
+  CHECK_MESSAGE(Log(fx).find("were gone, marked, or updated when this relay marked them") !=
+                    std::string::npos,
+                Log(fx));
+}
+
+TEST_CASE("polling: rows removed right after their insert are reported, rows read are not") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  auto relay =
+      StartPolling(fx, fx.WriteConfig("vanish", Polling({{"polling.unread.check.ms", "1000"}})));
+  const std::string warning = "rows were inserted into public.outbox in the last 1 s and this "
+                              "relay read none of them";
+  // Rows that stay until the relay marks them: read, relayed, never reported.
+  for (int seq = 1; seq <= 40; ++seq) {
+    fx.Exec("BEGIN;" + InsertEvent(seq) + "COMMIT;");
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK(ReadRecords(fx, OutboxTopics(), 40).size() == 40);
+  std::this_thread::sleep_for(3s);  // idle windows after rows were read
+  CHECK_MESSAGE(Log(fx).find(warning) == std::string::npos, Log(fx));
+  // An application that deletes its outbox row in the transaction that inserted it, as the
+  // replication path allows: no poll ever sees the row.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  for (int seq = 41; std::chrono::steady_clock::now() < until; ++seq) {
+    fx.Exec("BEGIN;" + InsertEvent(seq) + "DELETE FROM outbox; COMMIT;");
+    std::this_thread::sleep_for(100ms);
+  }
+  CHECK_MESSAGE(devtools::WaitForFileContains(fx.log_path(), warning, 10s), Log(fx));
+  CHECK(Log(fx).find("Remove-after-insert loses events here") != std::string::npos);
+  const std::string metrics = Http(RestPort(fx), "GET", "/metrics", {}, 5s).body;
+  CHECK(Metric(metrics, "walrelay_polling_rows_read_total") == 40);
+  CHECK(Metric(metrics, "walrelay_polling_reads_total") > 40);
+  CHECK(Metric(metrics, "walrelay_polling_read_seconds_total") > 0);
+}
+
 TEST_CASE("polling.mark=column: rows stay, stamped once acknowledged, and are not relayed again") {
   RelayFixture fx;
   AddPollingColumns(fx);

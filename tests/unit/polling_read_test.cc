@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "polling/outbox_table.h"
+#include "polling/unread_inserts.h"
 
 namespace walrelay {
 namespace {
@@ -34,6 +35,43 @@ TEST_CASE("RowsToAsk: the row bound, or as many rows as fit in the byte bound pl
   for (const Row& r : rows) {
     INFO("limit " << r.limit << ", max bytes " << r.max_bytes << ", average " << r.average);
     CHECK(RowsToAsk(r.limit, r.max_bytes, r.average) == r.asked);
+  }
+}
+
+}  // namespace
+}  // namespace walrelay
+
+namespace walrelay {
+namespace {
+
+TEST_CASE("InsertsVanishUnread: inserts with no row read in this window nor the one before") {
+  struct Row {
+    bool has_previous;
+    int64_t previous_read, inserted, read;
+    bool vanish;
+  };
+  const Row rows[] = {
+      // The first window: its inserts may have been read before it began.
+      {false, 0, 5, 0, false},
+      {false, 0, 0, 0, false},
+      // Nothing inserted: an idle table.
+      {true, 0, 0, 0, false},
+      {true, 3, 0, 0, false},
+      // Inserted and read in this window.
+      {true, 0, 5, 5, false},
+      {true, 0, 5, 1, false},
+      // Inserted here, read in the window before (the counter lags the commit).
+      {true, 5, 5, 0, false},
+      // Inserted, and no row read in either window: removed (or rolled back) before a poll.
+      {true, 0, 1, 0, true},
+      {true, 0, 1000, 0, true},
+  };
+  for (const Row& r : rows) {
+    INFO("previous " << r.has_previous << " (read " << r.previous_read << "), inserted "
+                     << r.inserted << ", read " << r.read);
+    std::optional<InsertWindow> previous;
+    if (r.has_previous) previous = InsertWindow{0, r.previous_read};
+    CHECK(InsertsVanishUnread(previous, InsertWindow{r.inserted, r.read}) == r.vanish);
   }
 }
 

@@ -27,31 +27,13 @@ namespace ssl = boost::asio::ssl;
 using tcp = net::ip::tcp;
 
 Result<DynamoEndpoint> ParseDynamoEndpoint(const std::string& url) {
-  DynamoEndpoint ep;
-  std::string rest;
-  if (url.rfind("https://", 0) == 0) {
-    rest = url.substr(8);
-  } else if (url.rfind("http://", 0) == 0) {
-    ep.tls = false;
-    rest = url.substr(7);
-  } else {
-    return Status::Config("DynamoStoreOptions.endpoint '" + url +
-                          "' must start with http:// or https://");
-  }
-  while (!rest.empty() && rest.back() == '/') rest.pop_back();
-  if (rest.empty() || rest.find('/') != std::string::npos)
+  auto parsed = ParseHttpUrl(url);
+  if (!parsed.ok())
+    return Status::Config("DynamoStoreOptions.endpoint: " + parsed.status().message());
+  // The API is served at "/": a path would be signed and sent nowhere DynamoDB answers.
+  if (parsed->target.find_first_not_of('/') != std::string::npos)
     return Status::Config("DynamoStoreOptions.endpoint '" + url + "' must be scheme://host[:port]");
-  const size_t colon = rest.rfind(':');
-  if (colon != std::string::npos && rest.find(']') == std::string::npos) {
-    ep.host = rest.substr(0, colon);
-    ep.port = rest.substr(colon + 1);
-    if (ep.port.empty() || ep.port.find_first_not_of("0123456789") != std::string::npos)
-      return Status::Config("DynamoStoreOptions.endpoint '" + url + "' has a bad port");
-  } else {
-    ep.host = rest;
-    ep.port = ep.tls ? "443" : "80";
-  }
-  return ep;
+  return DynamoEndpoint{parsed->tls, parsed->host, parsed->port};
 }
 
 namespace {

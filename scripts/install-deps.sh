@@ -21,6 +21,7 @@ packages=(
   build-essential cmake pkg-config git
   libpq-dev librdkafka-dev rapidjson-dev libboost-dev libspdlog-dev doctest-dev libcli11-dev
   postgresql-15 postgresql-15-wal2json
+  pgbouncer                      # the polling mode's pooler test (integration_polling)
   kcat
   libhiredis-dev redis-server    # the idempotent consumer's Redis store and its tests
   libssl-dev                     # the REST API's https listener

@@ -52,22 +52,45 @@ std::string EpochMicros(const std::string& ts) {
 Result<std::unique_ptr<OutboxTable>> OutboxTable::Open(const RelaySettings& settings) {
   const std::string timeout =
       std::to_string(std::max<int64_t>(1, settings.connect_timeout_ms / 1000));
-  std::string options;
-  if (settings.query_timeout_ms > 0)
-    options = "-c statement_timeout=" + std::to_string(settings.query_timeout_ms);
   PgParams overrides = {{"connect_timeout", timeout}, {"application_name", "walrelay-polling"}};
-  if (!options.empty()) overrides.emplace_back("options", options);
   auto conn = ConnectPlain(settings.pg_params, overrides, "polling the outbox table");
   if (!conn.ok()) return conn.status();
   std::unique_ptr<OutboxTable> table(new OutboxTable(settings, std::move(conn).value()));
+  // Set once connected, not as the `options` startup parameter, which pgbouncer refuses
+  // ("unsupported startup parameter: options") unless told to ignore it.
+  if (settings.query_timeout_ms > 0) {
+    auto set = table->Query("SELECT set_config('statement_timeout', $1, false)",
+                            {std::to_string(settings.query_timeout_ms)}, PGRES_TUPLES_OK);
+    if (!set.ok()) return set.status();
+  }
+  WALRELAY_RETURN_IF_ERROR(table->CheckSession());
   WALRELAY_RETURN_IF_ERROR(table->Describe());
   return table;
+}
+
+Status OutboxTable::CheckSession() {
+  auto pid = Query("SELECT pg_backend_pid()", {}, PGRES_TUPLES_OK);
+  if (!pid.ok()) return pid.status();
+  server_pid_ = std::stoi(PQgetvalue(pid->get(), 0, 0));
+  if (server_pid_ != PQbackendPID(conn_.get())) {
+    // A pooler answers the startup with a process id of its own: the statements run in a
+    // server session libpq was not told about.
+    spdlog::warn("the connection polling {}.{} goes through a connection pooler or proxy (the "
+                 "server session is process {}, the connection was told {}): the lease is a "
+                 "session-level lock, so the pooler must give this connection one server "
+                 "session for its lifetime (pgbouncer pool_mode=session); in transaction or "
+                 "statement mode two relays can both poll, publishing every row twice "
+                 "(docs/polling.md, \"Poolers\")",
+                 settings_.polling.schema, settings_.polling.table, server_pid_,
+                 PQbackendPID(conn_.get()));
+  }
+  return Status::Ok();
 }
 
 OutboxTable::OutboxTable(const RelaySettings& settings, PgConnPtr conn)
     : settings_(settings), conn_(std::move(conn)) {}
 
-int OutboxTable::backend_pid() const { return PQbackendPID(conn_.get()); }
+int OutboxTable::backend_pid() const { return server_pid_; }
 
 bool OutboxTable::connected() const { return PQstatus(conn_.get()) == CONNECTION_OK; }
 
@@ -266,10 +289,29 @@ Status OutboxTable::Describe() {
 }
 
 Result<bool> OutboxTable::TryTakeLease() {
-  auto res = Query(std::string("SELECT pg_try_advisory_lock(") + kLeaseClass + ", hashtext($1))",
+  // With the lock, the session that took it: a pooler in transaction mode may run the next
+  // statement in another server session, which then polls without holding anything.
+  auto res = Query(std::string("SELECT pg_try_advisory_lock(") + kLeaseClass +
+                       ", hashtext($1)), pg_backend_pid()",
                    {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
-  return std::string(PQgetvalue(res->get(), 0, 0)) == "t";
+  if (std::string(PQgetvalue(res->get(), 0, 0)) != "t") return false;
+  const int session = std::stoi(PQgetvalue(res->get(), 0, 1));
+  // And the session of the statement after it: a pooler moving statements between sessions
+  // shows in one of the two comparisons, whichever way it hands them out.
+  auto next = Query("SELECT pg_backend_pid()", {}, PGRES_TUPLES_OK);
+  if (!next.ok()) return next.status();
+  const int next_session = std::stoi(PQgetvalue(next->get(), 0, 0));
+  if (session != server_pid_ || next_session != session) {
+    return Status::Config(
+        "the lease on " + settings_.polling.schema + "." + settings_.polling.table +
+        " was taken in server session " + std::to_string(session) +
+        ", not in this connection's session " + std::to_string(server_pid_) +
+        ": a connection pooler in transaction or statement mode is between the relay and "
+        "PostgreSQL, and a session-level lock cannot keep a second relay from polling there. "
+        "Connect directly, or through a pooler in session mode (pgbouncer pool_mode=session)");
+  }
+  return true;
 }
 
 Result<int64_t> OutboxTable::InsertedRows() {

@@ -118,10 +118,13 @@ class OutboxTable {
   // Whether the commit times are the transactions' own (track_commit_timestamp=on); else
   // they are the time the rows were read.
   bool commit_times_tracked() const { return commit_times_tracked_; }
+  // The server session's process id (pg_backend_pid(); a pooler tells libpq another one).
   int backend_pid() const;
 
  private:
   OutboxTable(const RelaySettings& settings, PgConnPtr conn);
+  // Notes the server session's process id, and warns when a pooler stands between.
+  Status CheckSession();
   Status Describe();
   // Stops the relay before it reads a row when polling.order.column cannot mark rows by its
   // value alone (polling/order_column.h), and logs what may break per-key order.
@@ -139,6 +142,7 @@ class OutboxTable {
   std::string order_type_;     // format_type of the order column, for the mark's array
   bool commit_times_tracked_ = false;
   bool partitioned_ = false;      // relkind 'p'
+  int server_pid_ = 0;            // pg_backend_pid() once connected
   double average_row_bytes_ = 0;  // of the rows read on this connection, 0 before the first
   std::string read_sql_, mark_sql_;
 };

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <map>
 #include <set>
 #include <string>
@@ -15,7 +16,12 @@
 #include <tuple>
 #include <vector>
 
+#include <libpq-fe.h>
+#include <pwd.h>
+#include <unistd.h>
+
 #include "devtools/child_process.h"
+#include "devtools/free_port.h"
 #include "outbox_events.h"
 #include "relay_fixture.h"
 #include "rest_client.h"
@@ -438,6 +444,90 @@ TEST_CASE("polling: rows removed right after their insert are reported, rows rea
   CHECK(Metric(metrics, "walrelay_polling_rows_read_total") == 40);
   CHECK(Metric(metrics, "walrelay_polling_reads_total") > 40);
   CHECK(Metric(metrics, "walrelay_polling_read_seconds_total") > 0);
+}
+
+namespace {
+
+// pgbouncer (Debian's package) in front of the fixture's PostgreSQL, with its defaults but for
+// `pool_mode` and the lines of `extra`; stopped with the returned process.
+std::unique_ptr<devtools::ChildProcess> StartPgBouncer(RelayFixture& fx, const std::string& mode,
+                                                       int& port, const std::string& extra = "") {
+  const std::string dir = fx.pg().base_dir();
+  auto picked = devtools::PickFreePort();
+  REQUIRE(picked.ok());
+  port = *picked;
+  const bool root = ::geteuid() == 0;
+  std::ofstream(dir + "/userlist.txt") << "\"postgres\" \"\"\n";
+  std::ofstream(dir + "/pgbouncer.ini")
+      << "[databases]\npostgres = host=127.0.0.1 port=" << fx.pg().port()
+      << " dbname=postgres\n[pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = " << port
+      << "\nunix_socket_dir =\nauth_type = trust\nauth_file = " << dir
+      << "/userlist.txt\npool_mode = " << mode << "\nlogfile = " << dir << "/pgbouncer.log\n"
+      << (root ? "user = postgres\n" : "") << extra;
+  if (root) {
+    // pgbouncer refuses to run as root: it becomes `user` and must still read its files.
+    const passwd* pg = ::getpwnam("postgres");
+    REQUIRE(pg != nullptr);
+    for (const char* file : {"/userlist.txt", "/pgbouncer.ini"})
+      REQUIRE(::chown((dir + file).c_str(), pg->pw_uid, pg->pw_gid) == 0);
+  }
+  auto child =
+      devtools::ChildProcess::Spawn({"pgbouncer", dir + "/pgbouncer.ini"}, dir + "/pgbouncer.out");
+  REQUIRE_MESSAGE(child.ok(), child.status().ToString());
+  const std::string conninfo =
+      "host=127.0.0.1 port=" + std::to_string(port) + " dbname=postgres user=postgres";
+  REQUIRE_MESSAGE(Eventually([&] { return PQping(conninfo.c_str()) == PQPING_OK; }, 10s),
+                  devtools::ReadFile(dir + "/pgbouncer.out"));
+  return std::move(child).value();
+}
+
+}  // namespace
+
+TEST_CASE("polling: through pgbouncer in session mode with its defaults, and saying a pooler "
+          "must be in session mode") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  int port = 0;
+  auto bouncer = StartPgBouncer(fx, "session", port);
+  // pgbouncer refuses the `options` startup parameter unless told to ignore it: the statement
+  // timeout is set once connected.
+  auto relay = StartPolling(
+      fx, fx.WriteConfig("bouncer", Polling({{"database.port", std::to_string(port)}})));
+  CHECK_MESSAGE(Log(fx).find("goes through a connection pooler or proxy") != std::string::npos,
+                Log(fx));
+  std::string sql = "BEGIN;";
+  for (int seq = 1; seq <= 50; ++seq) sql += InsertEvent(seq);
+  fx.Exec(sql + "COMMIT;");
+  auto records = ReadRecords(fx, OutboxTopics(), 50);
+  CHECK(CheckRecords(records).size() == 50);
+  CHECK(Eventually([&] { return Rows(fx) == 0; }, 10s));
+}
+
+TEST_CASE("polling: a pooler in transaction mode that moves the relay's statements between "
+          "server sessions stops the relay") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  int port = 0;
+  // Idle server sessions taken in turn, so consecutive statements run in different ones.
+  auto bouncer = StartPgBouncer(fx, "transaction", port, "server_round_robin = 1\n");
+  const std::string conninfo =
+      "host=127.0.0.1 port=" + std::to_string(port) + " dbname=postgres user=postgres";
+  {
+    // Two transactions at once: the pool opens two server sessions, idle once they end.
+    PgConnPtr a(PQconnectdb(conninfo.c_str())), b(PQconnectdb(conninfo.c_str()));
+    for (PGconn* c : {a.get(), b.get()}) PgResultPtr(PQexec(c, "BEGIN; SELECT 1"));
+    for (PGconn* c : {a.get(), b.get()}) PgResultPtr(PQexec(c, "COMMIT"));
+  }
+  auto child = fx.SpawnRelay(
+      fx.WriteConfig("transaction", Polling({{"database.port", std::to_string(port)}})));
+  auto code = child->Wait(30s);
+  REQUIRE_MESSAGE(code.ok(), "the relay did not stop: " << Log(fx));
+  CHECK(*code == 2);
+  CHECK_MESSAGE(Log(fx).find("a connection pooler in transaction or statement mode is between the "
+                             "relay and PostgreSQL") != std::string::npos,
+                Log(fx));
+  CHECK(Rows(fx) == 1);  // nothing relayed, nothing marked
 }
 
 TEST_CASE("polling.mark=column: rows stay, stamped once acknowledged, and are not relayed again") {

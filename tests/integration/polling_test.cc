@@ -179,7 +179,9 @@ TEST_CASE("polling: the records are byte for byte those of the replication path 
   const auto table_records = ById(from_table);
   REQUIRE(slot_records.size() == 31);
   REQUIRE(table_records.size() == 31);
-  for (const auto& [id, bytes] : slot_records) {
+  for (const auto& entry : slot_records) {
+    const auto& id = entry.first;
+    const auto& bytes = entry.second;
     auto it = table_records.find(id);
     REQUIRE_MESSAGE(it != table_records.end(), id);
     CHECK_MESSAGE(std::get<0>(it->second) == std::get<0>(bytes), id << " partition");
@@ -286,7 +288,9 @@ TEST_CASE("polling: one relay polls at a time; a standby takes the lease when it
   auto standby = StartPolling(fx, config, /*standby=*/true);
   const std::string standby_log = fx.log_path();
   // `validate` reports the table and who holds the lease.
-  auto [validated, report] = fx.RunCommand({"validate", "--config", config});
+  auto result = fx.RunCommand({"validate", "--config", config});
+  auto& validated = result.first;
+  auto& report = result.second;
   CHECK_MESSAGE(validated == 0, report);
   CHECK_MESSAGE(report.find("polling public.outbox (source.mode=polling)") != std::string::npos,
                 report);
@@ -409,7 +413,9 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
     return fx.RunCommand({"run", "--config", fx.WriteConfig("bad", Polling(overrides))});
   };
   SUBCASE("no order column") {
-    auto [code, out] = run({});
+    auto result = run({});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'polling.order.column': table public.outbox has no column 'seq'") !=
                       std::string::npos,
@@ -417,13 +423,17 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
   }
   SUBCASE("a table that is not there") {
     AddPollingColumns(fx);
-    auto [code, out] = run({{"table.include.list", "public.nosuch"}});
+    auto result = run({{"table.include.list", "public.nosuch"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("table public.nosuch does not exist") != std::string::npos, out);
   }
   SUBCASE("a mark column that is not a nullable timestamp") {
     AddPollingColumns(fx);
-    auto [code, out] = run({{"polling.mark", "column:type"}});
+    auto result = run({{"polling.mark", "column:type"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'polling.mark': column 'type' of public.outbox must be a nullable "
                            "timestamp") != std::string::npos,
@@ -432,7 +442,9 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
   SUBCASE("a user who may read but not delete") {
     AddPollingColumns(fx);
     fx.Exec("CREATE ROLE reader LOGIN; GRANT SELECT ON outbox TO reader");
-    auto [code, out] = run({{"database.user", "reader"}});
+    auto result = run({{"database.user", "reader"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("user 'reader' lacks DELETE on public.outbox") != std::string::npos,
                   out);
@@ -440,14 +452,18 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
                   out);
   }
   SUBCASE("exactly once") {
-    auto [code, out] = run({{"exactly.once.support", "required"}});
+    auto result = run({{"exactly.once.support", "required"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'exactly.once.support' is not supported with 'source.mode'=polling") !=
                       std::string::npos,
                   out);
   }
   SUBCASE("more than one table") {
-    auto [code, out] = run({{"table.include.list", "public.outbox,public.other"}});
+    auto result = run({{"table.include.list", "public.outbox,public.other"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'table.include.list' must name exactly one table") != std::string::npos,
                   out);

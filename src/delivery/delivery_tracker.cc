@@ -15,7 +15,10 @@ constexpr size_t kCollapseSlack = 64;
 
 }  // namespace
 
-void DeliveryTracker::BeginTransaction() { transaction_open_ = true; }
+void DeliveryTracker::BeginTransaction() {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::BeginTransaction");
+  transaction_open_ = true;
+}
 
 uint32_t DeliveryTracker::InternTable(const std::string& table) {
   // Records of one table come in runs: compare with the last one before hashing.
@@ -36,6 +39,7 @@ void DeliveryTracker::Append(Entry entry) {
 }
 
 uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes, const std::string& table) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::AddRecord");
   const uint64_t ticket = next_sequence_++;
   const auto stored_bytes =
       static_cast<uint32_t>(std::min<size_t>(bytes, std::numeric_limits<uint32_t>::max()));
@@ -47,6 +51,7 @@ uint64_t DeliveryTracker::AddRecord(Lsn lsn, size_t bytes, const std::string& ta
 }
 
 void DeliveryTracker::CommitTransaction(Lsn end_lsn) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::CommitTransaction");
   transaction_open_ = false;
   Append(Entry{next_sequence_++, end_lsn, 0, 0, State::kCommit});
   Advance();
@@ -83,6 +88,7 @@ std::optional<DeliveryTracker::Source> DeliveryTracker::SourceOf(uint64_t ticket
 }
 
 void DeliveryTracker::Acknowledge(uint64_t ticket) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::Acknowledge");
   Entry* e = Find(ticket);
   if (!e || e->state != State::kPending) return;
   e->state = State::kAcked;
@@ -95,6 +101,7 @@ void DeliveryTracker::Acknowledge(uint64_t ticket) {
 }
 
 void DeliveryTracker::Fail(uint64_t ticket, std::string error) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::Fail");
   Entry* e = Find(ticket);
   if (!e || e->state != State::kPending) return;
   e->state = State::kFailed;
@@ -113,6 +120,7 @@ std::optional<uint64_t> DeliveryTracker::OldestPending() const {
 }
 
 void DeliveryTracker::Rebase(Lsn position) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::Rebase");
   transaction_open_ = false;
   confirmable_ = position;
   for (Entry& e : entries_)
@@ -120,6 +128,7 @@ void DeliveryTracker::Rebase(Lsn position) {
 }
 
 void DeliveryTracker::ServerPosition(Lsn wal_end) {
+  WALRELAY_ASSERT_OWNER(owner_, "DeliveryTracker::ServerPosition");
   if (idle() && !failure_ && wal_end > confirmable_) confirmable_ = wal_end;
 }
 

@@ -18,7 +18,8 @@
 // record Kafka has not acknowledged yet: entries() is at most 4 x unsettled records + 65.
 // Tickets stay valid across collapsing: delivery reports may arrive in any order.
 //
-// Single-threaded: all calls come from the relay's event-loop thread.
+// Single-threaded: all calls come from the relay's event-loop thread; debug builds abort when
+// a ledger update comes from another (common/thread_owner.h).
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "common/lsn.h"
+#include "common/thread_owner.h"
 
 namespace walrelay {
 
@@ -111,6 +113,7 @@ class DeliveryTracker {
   size_t inflight_bytes_ = 0;
   bool transaction_open_ = false;
   std::optional<FailedDelivery> failure_;
+  ThreadOwner owner_;  // the loop thread: the first that updates the ledger
 };
 
 }  // namespace walrelay

@@ -67,6 +67,7 @@ RecordPipeline::RecordPipeline(const RelaySettings& settings, RecordSink& sink,
 // --- The stream ----------------------------------------------------------------------------
 
 void RecordPipeline::StreamStarted(const StreamStart& stream) {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::StreamStarted");
   DeliveryTracker& ledger = dispatcher_.ledger();
   // Past the slot's position when the guarantee skips what Kafka holds already.
   const Lsn slot = std::max(stream.slot_position, stream.start_position);
@@ -128,6 +129,7 @@ bool RecordPipeline::HeldAlready(const InsideTransaction& at) {
 }
 
 Status RecordPipeline::Handle(const DecodedMessage& decoded) {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::Handle");
   switch (decoded.kind) {
     case MessageKind::kBegin:
       dispatcher_.ledger().BeginTransaction();
@@ -162,17 +164,24 @@ Status RecordPipeline::Handle(const DecodedMessage& decoded) {
 }
 
 void RecordPipeline::ServerPosition(Lsn wal_end) {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::ServerPosition");
   dispatcher_.ledger().ServerPosition(wal_end);
   guarantee_->ServerPosition(wal_end);
 }
 
-Status RecordPipeline::Tick() { return guarantee_->Tick(!dispatcher_.holding()); }
+Status RecordPipeline::Tick() {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::Tick");
+  return guarantee_->Tick(!dispatcher_.holding());
+}
 
 std::optional<std::chrono::steady_clock::time_point> RecordPipeline::TickDeadline() const {
   return guarantee_->TickDeadline();
 }
 
-Status RecordPipeline::EndStream() { return guarantee_->EndStream(!dispatcher_.holding()); }
+Status RecordPipeline::EndStream() {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::EndStream");
+  return guarantee_->EndStream(!dispatcher_.holding());
+}
 
 bool RecordPipeline::IncludesTable(std::string_view schema, std::string_view table) {
   return LookupTable(schema, table).included;
@@ -393,6 +402,7 @@ void RecordPipeline::ForgetInFlight() {
 // --- Kafka ---------------------------------------------------------------------------------
 
 Status RecordPipeline::OnDelivery(const DeliveryReport& report) {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::OnDelivery");
   if (stopping_ && (report.error == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
                     report.error == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)) {
     // Purged by the relay's own stop: never confirmed, sent again after a restart.
@@ -420,6 +430,7 @@ Lsn RecordPipeline::FlushPosition() const {
 }
 
 void RecordPipeline::Confirmed(Lsn position) {
+  WALRELAY_ASSERT_OWNER(owner_, "RecordPipeline::Confirmed");
   if (position == last_confirmed_) return;
   last_confirmed_ = position;
   guarantee_->Confirmed(position);

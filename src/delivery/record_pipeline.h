@@ -39,8 +39,10 @@
 // Backpressure: Backpressured() while max.queue.size records (or max.queue.size.in.bytes) are
 // in flight, or while records wait for room in the sink (SendHeld() sends them).
 //
-// Single-threaded: the relay's loop thread. Errors: kConnection asks the relay to replay
-// (reconnect and stream again from what is confirmable); anything else stops it.
+// Single-threaded: the relay's loop thread (debug builds abort when an entry point of the
+// stream, Kafka or positions sections runs on another: common/thread_owner.h). Errors:
+// kConnection asks the relay to replay (reconnect and stream again from what is confirmable);
+// anything else stops it.
 #pragma once
 
 #include <algorithm>
@@ -56,6 +58,7 @@
 #include "common/log_limiter.h"
 #include "common/lsn.h"
 #include "common/status.h"
+#include "common/thread_owner.h"
 #include "config/relay_settings.h"
 #include "convert/converters.h"
 #include "decode/decoder.h"
@@ -194,6 +197,9 @@ class RecordPipeline {
   Lsn slot_floor_;  // the slot's position at the last connect: no flush below it
   Lsn last_confirmed_;
   bool stopping_ = false;
+  // The loop thread, the first to call an entry point of the stream, Kafka or positions
+  // sections; debug builds abort when one is called on another.
+  ThreadOwner owner_;
 };
 
 }  // namespace walrelay

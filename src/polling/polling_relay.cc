@@ -47,6 +47,7 @@ Status PollingRelay::Build() {
 }
 
 Status PollingRelay::Run() {
+  loop_thread_.Bind();
   if (Status watching = output_->Start(); !watching.ok()) {
     spdlog::error("{}", watching.ToString());
     return watching;
@@ -66,6 +67,7 @@ std::string PollingRelay::StaysConfirmed() const {
 // --- Connecting and the lease --------------------------------------------------------------
 
 void PollingRelay::Connect() {
+  WALRELAY_ASSERT_OWNER(loop_thread_, "PollingRelay::Connect");
   if (stopping_ || finished_) return;
   if (!table_) {
     auto opened = OutboxTable::Open(settings_);
@@ -126,6 +128,7 @@ void PollingRelay::ScheduleConnect(std::chrono::milliseconds delay) {
 }
 
 void PollingRelay::ConnectionLost(const Status& cause) {
+  WALRELAY_ASSERT_OWNER(loop_thread_, "PollingRelay::ConnectionLost");
   if (stopping_ || finished_) return;
   // A table or column that is not there, or a privilege missing: retrying won't help.
   if (cause.code() == ErrorCode::kConfig) return Fail(cause);
@@ -165,6 +168,7 @@ void PollingRelay::PollSoon() {
 }
 
 void PollingRelay::Poll() {
+  WALRELAY_ASSERT_OWNER(loop_thread_, "PollingRelay::Poll");
   // Only with the lease: a standby keeps its connection (to ask for the lease, and to mark
   // batches it relayed before it lost it), and a read posted before then must not run there.
   if (stopping_ || finished_ || paused_ || !table_ || state_ != RelayState::kStreaming) return;
@@ -244,6 +248,7 @@ void PollingRelay::CheckUnreadInserts() {
 }
 
 void PollingRelay::OnDelivery(const DeliveryReport& report) {
+  WALRELAY_ASSERT_OWNER(loop_thread_, "PollingRelay::OnDelivery");
   if (Status handled = pipeline_->OnDelivery(report); !handled.ok()) OnPipelineFailure(handled);
   if (pipeline_->holding()) {
     if (Status sent = pipeline_->SendHeld(); !sent.ok()) return Fail(sent);
@@ -274,6 +279,7 @@ void PollingRelay::MarkWhenAcknowledged() {
 }
 
 void PollingRelay::MarkAcknowledged() {
+  WALRELAY_ASSERT_OWNER(loop_thread_, "PollingRelay::MarkAcknowledged");
   if (unmarked_.empty() || !final_status_.ok()) return;
   if (!table_) {
     // The connection (and maybe the lease) went: marked once connected again. A relay that

@@ -19,8 +19,9 @@
 // stops the relay with its rows unmarked. A lost connection drops the lease: the batch in
 // flight is not marked (its rows are read again, by this relay or a standby).
 //
-// Everything runs on one Asio io_context thread; the table's statements block it briefly
-// (bounded by database.query.timeout.ms). Exactly once is
+// Everything runs on one Asio io_context thread, Run()'s (debug builds abort when a connect,
+// poll, delivery report or mark is handled on another); the table's statements block it
+// briefly (bounded by database.query.timeout.ms). Exactly once is
 // refused at configuration (config/relay_settings.h).
 #pragma once
 
@@ -34,6 +35,7 @@
 
 #include <boost/asio.hpp>
 
+#include "common/thread_owner.h"
 #include "delivery/kafka_output.h"
 #include "delivery/record_pipeline.h"
 #include "pg/source_catalog.h"
@@ -154,6 +156,7 @@ class PollingRelay final : public RunningRelay {
   Status final_status_;
   std::string connection_error_;
   Lsn received_position_;
+  ThreadOwner loop_thread_;  // Run()'s
   std::atomic<uint64_t> confirmed_position_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
 };

@@ -131,7 +131,7 @@ void Relay::TryConnect() {
 }
 
 void Relay::OnConnectAttempt(Result<SourceSession> attempt) {
-  loop_thread_.Check();
+  WALRELAY_ASSERT_OWNER(loop_thread_, "Relay::OnConnectAttempt");
   if (stopping_) return;
   if (!attempt.ok()) return ConnectFailed(attempt.status());
   SourceSession& session = *attempt;
@@ -217,7 +217,7 @@ void Relay::CloseConnection() {
 }
 
 void Relay::ConnectionLost(const Status& cause) {
-  loop_thread_.Check();
+  WALRELAY_ASSERT_OWNER(loop_thread_, "Relay::ConnectionLost");
   spdlog::warn("lost the replication connection: {}; reconnecting with backoff, {} records "
                "still in flight to Kafka",
                cause.message(), pipeline_->inflight_records());
@@ -244,7 +244,7 @@ void Relay::OnPipelineFailure(Status status) {
 // --- Streaming -----------------------------------------------------------------------------
 
 void Relay::Pump() {
-  loop_thread_.Check();
+  WALRELAY_ASSERT_OWNER(loop_thread_, "Relay::Pump");
   pump_scheduled_ = false;
   if (finished_) return;
   if (Status sent = pipeline_->SendHeld(); !sent.ok()) return Fail(sent);
@@ -344,7 +344,7 @@ Status Relay::HandleMessage(std::string_view message) {
 }
 
 void Relay::OnDelivery(const DeliveryReport& report) {
-  loop_thread_.Check();
+  WALRELAY_ASSERT_OWNER(loop_thread_, "Relay::OnDelivery");
   if (Status handled = pipeline_->OnDelivery(report); !handled.ok()) OnPipelineFailure(handled);
   if (stopping_ && pipeline_->inflight_records() == 0) return FinishShutdown();
   ConfirmWhenCaughtUp();

@@ -52,9 +52,9 @@
 
 #include <boost/asio.hpp>
 
-#include "common/loop_thread.h"
 #include "common/lsn.h"
 #include "common/status.h"
+#include "common/thread_owner.h"
 #include "config/relay_settings.h"
 #include "decode/decoder.h"
 #include "delivery/kafka_output.h"
@@ -213,7 +213,7 @@ class Relay final : public RunningRelay {
   std::atomic<uint64_t> confirmed_lsn_{0};
   std::atomic<RelayState> state_{RelayState::kConnecting};
   // Run()'s thread; the handlers that are loop thread only check it (debug builds).
-  LoopThread loop_thread_;
+  ThreadOwner loop_thread_;
   // Declared last so it stops (and joins its thread) before anything it reports on goes.
   std::unique_ptr<SlotHealthWatch> slot_health_;
 };

@@ -177,8 +177,9 @@ TEST_CASE("walrelay consumer-gc deletes expired keys and keeps secrets out of it
          "FROM generate_series(1, 25) i");
   f.Exec("INSERT INTO walrelay_consumer_keys (consumer_name, idempotency_key, state, expires_at) "
          "VALUES ('svc', 'fresh', 'COMPLETED', now() + interval '1 day')");
-  auto [code, out] =
-      f.RunCommand({"consumer-gc", "--conninfo", f.pg().ConnInfo(), "--batch", "10"});
+  auto result = f.RunCommand({"consumer-gc", "--conninfo", f.pg().ConnInfo(), "--batch", "10"});
+  auto& code = result.first;
+  auto& out = result.second;
   CHECK_MESSAGE(code == 0, out);
   CHECK(out.find("deleted 25 expired keys from public.walrelay_consumer_keys in 3 batch(es)") !=
         std::string::npos);

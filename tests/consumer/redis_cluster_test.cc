@@ -294,7 +294,9 @@ TEST_CASE(
   {
     std::lock_guard<std::mutex> lock(mu);
     CHECK(runs.size() == kRecords);
-    for (const auto& [key, n] : runs) {
+    for (const auto& entry : runs) {
+      const auto& key = entry.first;
+      const auto& n = entry.second;
       CHECK_MESSAGE(n >= 1, key);
       repeats += n - 1;
     }

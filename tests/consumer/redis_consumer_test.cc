@@ -297,7 +297,7 @@ TEST_CASE("Consumer + RedisStore: a server answering BUSY for 3 s (a long script
   MESSAGE("store calls answered BUSY and tried again: " << busy_seen.load());
   CHECK(busy_seen > 0);
   std::lock_guard<std::mutex> lock(mu);
-  for (const auto& [key, n] : effects) CHECK_MESSAGE(n == 1, key);
+  for (const auto& effect : effects) CHECK_MESSAGE(effect.second == 1, effect.first);
 }
 
 }  // namespace

@@ -80,7 +80,9 @@ void ExpectStreams(const std::string& slot, const std::map<std::string, std::str
                    const std::string& type) {
   RelayFixture& fx = Shared();
   const std::string path = fx.WriteConfig(slot, config);
-  auto [validate_code, validate_out] = fx.RunCommand({"validate", "--config", path});
+  auto validate = fx.RunCommand({"validate", "--config", path});
+  auto& validate_code = validate.first;
+  auto& validate_out = validate.second;
   CHECK_MESSAGE(validate_code == 0, validate_out);
   CheckNoSecret("validate", validate_out);
   auto relay = fx.StartRelay(path);
@@ -125,7 +127,9 @@ std::string ExpectRefused(const std::string& slot, const std::map<std::string, s
   CheckNoSecret("the relay's log", log);
   CHECK(fx.ConfirmedFlush(slot) == slot_start);
 
-  auto [validate_code, validate_out] = fx.RunCommand({"validate", "--config", path});
+  auto validate = fx.RunCommand({"validate", "--config", path});
+  auto& validate_code = validate.first;
+  auto& validate_out = validate.second;
   CHECK_MESSAGE(validate_code == exit_code, validate_out);
   CHECK_MESSAGE(validate_out.find(cause) != std::string::npos, validate_out);
   CheckNoSecret("validate", validate_out);

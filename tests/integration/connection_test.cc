@@ -355,13 +355,15 @@ TEST_CASE("a TLS session the server cuts short is retried, not taken for a refus
       close(client);
     }
   });
-  auto [code, out] = fx.RunCommand(
+  auto result = fx.RunCommand(
       {"run", "--config",
        fx.WriteConfig("flaky", {{"database.port", std::to_string(ntohs(addr.sin_port))},
                                 {"database.sslmode", "require"},
                                 {"errors.max.retries", "2"},
                                 {"reconnect.backoff.initial.ms", "50"},
                                 {"reconnect.backoff.max.ms", "100"}})});
+  auto& code = result.first;
+  auto& out = result.second;
   serving = false;
   server.join();
   close(listener);

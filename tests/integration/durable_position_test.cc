@@ -122,7 +122,9 @@ TEST_CASE("at least once: a vanished slot stops every later relay of the connect
 
   // A relay started afterwards with the same config (what a supervisor does) stops the same way
   // and creates no slot.
-  auto [code, output] = fx.RunCommand({"run", "--config", config});
+  auto result = fx.RunCommand({"run", "--config", config});
+  auto& code = result.first;
+  auto& output = result.second;
   CHECK_MESSAGE(code == kExitSlotGone, output);
   CHECK(output.find("no longer exists") != std::string::npos);
   CHECK(SlotCount(fx, slot) == 0);
@@ -410,7 +412,9 @@ TEST_CASE("exactly once: a tombstone clears a foreign position after the partiti
   write(store.MakeRecord(foreign, 1));
   // Another server's position under this connector's key: it streamed before, elsewhere, and
   // the missing slot is not created behind the operator's back.
-  auto [refused, output] = fx.RunCommand({"run", "--config", config});
+  auto result = fx.RunCommand({"run", "--config", config});
+  auto& refused = result.first;
+  auto& output = result.second;
   CHECK_MESSAGE(refused == kExitSlotGone, output);
   CHECK(output.find("server 1, slot '" + slot + "'") != std::string::npos);
 
@@ -454,7 +458,9 @@ TEST_CASE("at least once: after a failover to a server without the slot, exit 16
 
   const std::string moved =
       fx.WriteConfig(slot, {{"database.port", std::to_string(standby.port())}});
-  auto [code, output] = fx.RunCommand({"run", "--config", moved});
+  auto result = fx.RunCommand({"run", "--config", moved});
+  auto& code = result.first;
+  auto& output = result.second;
   CHECK_MESSAGE(code == kExitSlotGone, output);
   CHECK(output.find("replication slot '" + slot +
                     "' this connector streamed from no longer "
@@ -523,7 +529,9 @@ TEST_CASE("at least once: a cutover to another server without the slot stops wit
 
   const std::string moved =
       fx.WriteConfig(slot, {{"database.port", std::to_string(moved_to.port())}});
-  auto [code, output] = fx.RunCommand({"run", "--config", moved});
+  auto result = fx.RunCommand({"run", "--config", moved});
+  auto& code = result.first;
+  auto& output = result.second;
   CHECK_MESSAGE(code == kExitSlotGone, output);
   CHECK(output.find("replication slot '" + slot +
                     "' this connector streamed from no longer "
@@ -579,7 +587,9 @@ TEST_CASE("exactly once: a slot lost before the first Kafka transaction stops th
   int seq = 0;
   fx.Exec(Rows(seq, 10));
   fx.Exec(DropSlotUnderRelay(slot));
-  auto [code, output] = fx.RunCommand({"run", "--config", config});
+  auto result = fx.RunCommand({"run", "--config", config});
+  auto& code = result.first;
+  auto& output = result.second;
   CHECK_MESSAGE(code == kExitSlotGone, output);
   CHECK(output.find("offsets topic '" + topic + "' holds this connector's position LSN " +
                     recorded.lsn_commit.ToString()) != std::string::npos);

@@ -33,7 +33,11 @@ void WriteAndRead(RelayFixture& fx, const std::string& slot, int first, int n) {
   REQUIRE(records.ok());
   auto seen = CheckRecords(*records);
   CHECK(seen.size() == static_cast<size_t>(n));
-  for (const auto& [s, count] : seen) CHECK_MESSAGE(count == 1, "seq " << s << " x" << count);
+  for (const auto& entry : seen) {
+    const auto& s = entry.first;
+    const auto& count = entry.second;
+    CHECK_MESSAGE(count == 1, "seq " << s << " x" << count);
+  }
   CHECK(fx.WaitConfirmed(slot, end, 20s) >= end);
 }
 

@@ -93,7 +93,9 @@ TEST_CASE("logical decoding messages: transactional ones arrive as outbox events
       auto seen = CheckRecords(records);
       CHECK(records.size() == static_cast<size_t>(kTotal));
       CHECK(seen.size() == static_cast<size_t>(kTotal));
-      for (const auto& [s, n] : seen) {
+      for (const auto& entry : seen) {
+        const auto& s = entry.first;
+        const auto& n = entry.second;
         CHECK_MESSAGE(s <= kTotal, "seq " << s << " should never have been relayed");
         CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
       }

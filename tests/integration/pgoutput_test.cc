@@ -88,7 +88,11 @@ TEST_CASE("pgoutput: a Debezium config with default publication settings runs on
   CHECK(records.size() == static_cast<size_t>(kTotal));
   auto seen = CheckRecords(records);
   CHECK(seen.size() == static_cast<size_t>(kTotal));
-  for (const auto& [s, n] : seen) CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
+  for (const auto& entry : seen) {
+    const auto& s = entry.first;
+    const auto& n = entry.second;
+    CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
+  }
   const Lsn confirmed = fx.WaitConfirmed("pgout", end, std::chrono::seconds(20));
   CHECK_MESSAGE(confirmed >= end, confirmed.ToString() << " < " << end.ToString());
   Stop(*relay);
@@ -127,7 +131,9 @@ TEST_CASE("pgoutput: publication.autocreate.mode=disabled needs the publication 
   RelayFixture fx;
   fx.UsePlugin("pgoutput");
   const auto config = fx.WriteConfig("disabled", {{"publication.autocreate.mode", "disabled"}});
-  auto [missing_code, missing_log] = ExitOf(fx, *fx.SpawnRelay(config));
+  auto missing = ExitOf(fx, *fx.SpawnRelay(config));
+  auto& missing_code = missing.first;
+  auto& missing_log = missing.second;
   CHECK(missing_code == 17);
   CHECK_MESSAGE(
       missing_log.find("publication 'dbz_publication' does not exist") != std::string::npos,
@@ -136,11 +142,15 @@ TEST_CASE("pgoutput: publication.autocreate.mode=disabled needs the publication 
   CHECK(fx.Value("SELECT count(*) FROM pg_replication_slots") == "0");
 
   fx.Exec("CREATE PUBLICATION dbz_publication FOR TABLE public.unrelated");
-  auto [lacks_code, lacks_log] = ExitOf(fx, *fx.SpawnRelay(config));
+  auto lacks = ExitOf(fx, *fx.SpawnRelay(config));
+  auto& lacks_code = lacks.first;
+  auto& lacks_log = lacks.second;
   CHECK(lacks_code == 18);
   CHECK_MESSAGE(lacks_log.find("does not publish table public.outbox") != std::string::npos,
                 lacks_log);
-  auto [validate_code, validate_out] = fx.RunCommand({"validate", "--config", config});
+  auto validate = fx.RunCommand({"validate", "--config", config});
+  auto& validate_code = validate.first;
+  auto& validate_out = validate.second;
   CHECK(validate_code == 18);
   CHECK_MESSAGE(validate_out.find("publication:") != std::string::npos, validate_out);
 
@@ -158,7 +168,9 @@ TEST_CASE("pgoutput: publication.autocreate.mode=no_tables creates an empty publ
   RelayFixture fx;
   fx.UsePlugin("pgoutput");
   const auto config = fx.WriteConfig("notables", {{"publication.autocreate.mode", "no_tables"}});
-  auto [code, log] = ExitOf(fx, *fx.SpawnRelay(config));
+  auto result = ExitOf(fx, *fx.SpawnRelay(config));
+  auto& code = result.first;
+  auto& log = result.second;
   CHECK(code == 18);
   CHECK_MESSAGE(log.find("ALTER PUBLICATION \"dbz_publication\" ADD TABLE \"public\".\"outbox\"") !=
                     std::string::npos,
@@ -180,8 +192,10 @@ TEST_CASE("pgoutput: a publication the user may not create is exit 19; a slot of
   fx.UsePlugin("pgoutput");
   // REPLICATION but not superuser: FOR ALL TABLES (the default mode) needs a superuser.
   fx.Exec("CREATE ROLE relay_user LOGIN REPLICATION");
-  auto [code, log] =
+  auto result =
       ExitOf(fx, *fx.SpawnRelay(fx.WriteConfig("nopriv", {{"database.user", "relay_user"}})));
+  auto& code = result.first;
+  auto& log = result.second;
   CHECK(code == 19);
   CHECK_MESSAGE(
       log.find("cannot create publication 'dbz_publication' FOR ALL TABLES") != std::string::npos,
@@ -190,7 +204,9 @@ TEST_CASE("pgoutput: a publication the user may not create is exit 19; a slot of
 
   // test_decoding: in every build of the version matrix, where wal2json is only in Debian's.
   fx.Exec("SELECT pg_create_logical_replication_slot('w2j', 'test_decoding')");
-  auto [wrong_code, wrong_log] = ExitOf(fx, *fx.SpawnRelay(fx.WriteConfig("w2j", {})));
+  auto wrong = ExitOf(fx, *fx.SpawnRelay(fx.WriteConfig("w2j", {})));
+  auto& wrong_code = wrong.first;
+  auto& wrong_log = wrong.second;
   CHECK(wrong_code == 15);
   CHECK_MESSAGE(wrong_log.find("uses plugin 'test_decoding', not pgoutput as 'plugin.name' "
                                "says") != std::string::npos,

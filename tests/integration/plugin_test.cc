@@ -200,10 +200,12 @@ TEST_CASE("with errors.tolerance=all a record a plugin fails goes to the dead-le
 
 TEST_CASE("validate and run refuse a plugin that cannot be loaded, naming it and the reason") {
   RelayFixture fx;
-  auto [code, out] = fx.RunCommand(
+  auto result = fx.RunCommand(
       {"validate", "--config",
        fx.WriteConfig("badplugin", RouterThen({{"transforms", "outbox,old"},
                                                {"transforms.old.type", "wrong_abi"}}))});
+  auto& code = result.first;
+  auto& out = result.second;
   CHECK(code == 2);
   CHECK_MESSAGE(
       out.find("PROBLEM: config error: transform 'old': plugin file '" +
@@ -211,10 +213,12 @@ TEST_CASE("validate and run refuse a plugin that cannot be loaded, naming it and
                "/wrong_abi.so' was built for transform ABI version 2") != std::string::npos,
       out);
 
-  auto [run_code, run_out] = fx.RunCommand(
+  auto run = fx.RunCommand(
       {"run", "--config",
        fx.WriteConfig("badplugin", RouterThen({{"transforms", "outbox,typo"},
                                                {"transforms.typo.type", "filtre"}}))});
+  auto& run_code = run.first;
+  auto& run_out = run.second;
   CHECK(run_code == 2);
   CHECK_MESSAGE(run_out.find("'transforms.typo.type' is 'filtre', which is not a built-in "
                              "transform") != std::string::npos,

@@ -272,7 +272,9 @@ TEST_CASE("polling: the records are byte for byte those of the replication path 
     REQUIRE(slot_records.size() == 31);
     REQUIRE(table_records.size() == 31);
     int same_records = 0;
-    for (const auto& [id, bytes] : slot_records) {
+    for (const auto& entry : slot_records) {
+      const auto& id = entry.first;  // named, not bound: clang 14 cannot capture a binding
+      const auto& bytes = entry.second;
       auto it = table_records.find(id);
       REQUIRE_MESSAGE(it != table_records.end(), id);
       CHECK_MESSAGE(std::get<0>(it->second) == std::get<0>(bytes), id << " partition");
@@ -623,7 +625,9 @@ TEST_CASE("polling: one relay polls at a time; a standby takes the lease when it
   auto standby = StartPolling(fx, config, /*standby=*/true);
   const std::string standby_log = fx.log_path();
   // `validate` reports the table and who holds the lease.
-  auto [validated, report] = fx.RunCommand({"validate", "--config", config});
+  auto result = fx.RunCommand({"validate", "--config", config});
+  auto& validated = result.first;
+  auto& report = result.second;
   CHECK_MESSAGE(validated == 0, report);
   CHECK_MESSAGE(report.find("polling public.outbox (source.mode=polling)") != std::string::npos,
                 report);
@@ -726,7 +730,7 @@ TEST_CASE("polling: a mark that retrying cannot fix stops the relay; one that fa
     // a new connection) and those read while their mark was on its way.
     auto records = ReadRecords(fx, OutboxTopics(), 16);
     CHECK(records.size() <= 100);
-    for (const auto& [seq, times] : CheckRecords(records)) CHECK_MESSAGE(times == 1, seq);
+    for (const auto& seen : CheckRecords(records)) CHECK_MESSAGE(seen.second == 1, seen.first);
   }
   SUBCASE("a serialization failure for 3 s: the mark alone is sent again") {
     block_marks("40001");
@@ -749,7 +753,9 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
     return fx.RunCommand({"run", "--config", fx.WriteConfig("bad", Polling(overrides))});
   };
   SUBCASE("no order column") {
-    auto [code, out] = run({});
+    auto result = run({});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'polling.order.column': table public.outbox has no column 'seq'") !=
                       std::string::npos,
@@ -757,13 +763,17 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
   }
   SUBCASE("a table that is not there") {
     AddPollingColumns(fx);
-    auto [code, out] = run({{"table.include.list", "public.nosuch"}});
+    auto result = run({{"table.include.list", "public.nosuch"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("table public.nosuch does not exist") != std::string::npos, out);
   }
   SUBCASE("a mark column that is not a nullable timestamp") {
     AddPollingColumns(fx);
-    auto [code, out] = run({{"polling.mark", "column:type"}});
+    auto result = run({{"polling.mark", "column:type"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'polling.mark': column 'type' of public.outbox must be a nullable "
                            "timestamp") != std::string::npos,
@@ -772,7 +782,9 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
   SUBCASE("a user who may read but not delete") {
     AddPollingColumns(fx);
     fx.Exec("CREATE ROLE reader LOGIN; GRANT SELECT ON outbox TO reader");
-    auto [code, out] = run({{"database.user", "reader"}});
+    auto result = run({{"database.user", "reader"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("user 'reader' lacks DELETE on public.outbox") != std::string::npos,
                   out);
@@ -780,14 +792,18 @@ TEST_CASE("polling: wrong keys fail at start naming the key, table and column") 
                   out);
   }
   SUBCASE("exactly once") {
-    auto [code, out] = run({{"exactly.once.support", "required"}});
+    auto result = run({{"exactly.once.support", "required"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'exactly.once.support' is not supported with 'source.mode'=polling") !=
                       std::string::npos,
                   out);
   }
   SUBCASE("more than one table") {
-    auto [code, out] = run({{"table.include.list", "public.outbox,public.other"}});
+    auto result = run({{"table.include.list", "public.outbox,public.other"}});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK(code == 2);
     CHECK_MESSAGE(out.find("'table.include.list' must name exactly one table") != std::string::npos,
                   out);

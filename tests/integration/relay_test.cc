@@ -51,7 +51,11 @@ TEST_CASE(
   CHECK(records->size() == static_cast<size_t>(kTotal));
   auto seen = CheckRecords(*records);
   CHECK(seen.size() == static_cast<size_t>(kTotal));
-  for (const auto& [s, n] : seen) CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
+  for (const auto& entry : seen) {
+    const auto& s = entry.first;
+    const auto& n = entry.second;
+    CHECK_MESSAGE(n == 1, "seq " << s << " seen " << n << " times");
+  }
 
   const Lsn confirmed = fx.WaitConfirmed("bulk", end, std::chrono::seconds(20));
   CHECK_MESSAGE(confirmed >= end, confirmed.ToString() << " < " << end.ToString());
@@ -244,7 +248,9 @@ TEST_CASE("without transforms each change is a Debezium change event keyed by pr
 
 TEST_CASE("validate reports the server, slot and table, and names what is wrong") {
   RelayFixture fx;
-  auto [ok_code, ok_out] = fx.RunCommand({"validate", "--config", fx.WriteConfig("checked", {})});
+  auto ok = fx.RunCommand({"validate", "--config", fx.WriteConfig("checked", {})});
+  auto& ok_code = ok.first;
+  auto& ok_out = ok.second;
   CHECK_MESSAGE(ok_code == 0, ok_out);
   CHECK(ok_out.find("wal_level:") != std::string::npos);
   CHECK(ok_out.find("logical") != std::string::npos);
@@ -258,9 +264,11 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
   CHECK(bad_out.find("table public.nope") != std::string::npos);
 
   // A regex entry names no table: it is not looked up, and said to be a regex.
-  auto [regex_code, regex_out] = fx.RunCommand(
+  auto regex = fx.RunCommand(
       {"validate", "--config",
        fx.WriteConfig("checked", {{"table.include.list", "public.outbox,inventory\\\\..*"}})});
+  auto& regex_code = regex.first;
+  auto& regex_out = regex.second;
   CHECK_MESSAGE(regex_code == 0, regex_out);
   CHECK(regex_out.find("public.outbox (found)") != std::string::npos);
   CHECK(regex_out.find("inventory\\..* (a regex") != std::string::npos);
@@ -272,7 +280,9 @@ TEST_CASE("validate reports the server, slot and table, and names what is wrong"
 
   // A slot with another plugin is refused by run too, with the same message.
   fx.Exec("SELECT pg_create_logical_replication_slot('wrongplugin', 'test_decoding')");
-  auto [run_code, run_out] = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
+  auto run = fx.RunCommand({"run", "--config", fx.WriteConfig("wrongplugin", {})});
+  auto& run_code = run.first;
+  auto& run_out = run.second;
   CHECK(run_code == 15);
   CHECK_MESSAGE(run_out.find("uses plugin 'test_decoding', not wal2json") != std::string::npos,
                 run_out);

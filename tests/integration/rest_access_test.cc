@@ -142,7 +142,9 @@ TEST_CASE("REST credentials: pause, resume and restart need the token or basic c
       {std::string("Authorization: Bearer ") + kBasicPassword},
       {std::string("Authorization: Digest ") + kToken}};
   int refusals = 0;
-  for (const auto& [method, path] : changes) {
+  for (const auto& route : changes) {
+    const auto& method = route.first;
+    const auto& path = route.second;
     for (const auto& headers : refused) {
       const Reply r = call(method, path, headers);
       ++refusals;
@@ -224,8 +226,10 @@ TEST_CASE("REST on a non-loopback listener without credentials: changes get 403,
   auto relay = fx.StartRelay(fx.WriteConfig("restopen", {{"listeners", "http://0.0.0.0:0"}}));
   const int port = RestPort(fx);
   const std::string base = "/connectors/itest-restopen";
-  for (const auto& [method, path] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& route : std::vector<std::pair<std::string, std::string>>{
            {"PUT", base + "/pause"}, {"PUT", base + "/resume"}, {"POST", base + "/restart"}}) {
+    const auto& method = route.first;
+    const auto& path = route.second;
     const Reply r = Http(port, method, path);
     CHECK_MESSAGE(r.status == 403, method << " " << path);
     CHECK(r.body.find("{\"error_code\":403,") == 0);
@@ -275,7 +279,9 @@ TEST_CASE("REST cross-site: a web page cannot change the relay; curl and same-or
       {"PUT", base + "/pause"},
       {"PUT", base + "/resume"}};
   int refusals = 0;
-  for (const auto& [method, path] : changes) {
+  for (const auto& route : changes) {
+    const auto& method = route.first;
+    const auto& path = route.second;
     for (const auto& headers : cross_site) {
       const Reply r = Http(port, method, path, headers);
       ++refusals;
@@ -350,8 +356,12 @@ TEST_CASE("REST cross-site: a change with an HTML form's Content-Type is refused
       {"PUT", base + "/pause"},
       {"PUT", base + "/resume"}};
   int refusals = 0;
-  for (const auto& [method, path] : changes) {
-    for (const auto& [content_type, media_type] : form_types) {
+  for (const auto& route : changes) {
+    const auto& method = route.first;
+    const auto& path = route.second;
+    for (const auto& form : form_types) {
+      const auto& content_type = form.first;
+      const auto& media_type = form.second;
       const Reply r = Http(port, method, path, {"Content-Type: " + content_type});
       ++refusals;
       CHECK_MESSAGE(r.status == 403, method << " " << path << " " << content_type);
@@ -551,7 +561,9 @@ TEST_CASE("https listener: serves the API over TLS with its certificate and refu
             "'listeners.https.ssl.certificate.location' is set but 'listeners' is http://"}}) {
     auto keys = https;
     for (const auto& [k, v] : c.changes) keys[k] = v;
-    auto [code, out] = fx.RunCommand({"run", "--config", fx.WriteConfig("resttlsbad", keys)});
+    auto result = fx.RunCommand({"run", "--config", fx.WriteConfig("resttlsbad", keys)});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK_MESSAGE(code == 2, out);
     CHECK_MESSAGE(out.find(c.expected) != std::string::npos, out);
   }

@@ -67,7 +67,9 @@ class SecretsFixture {
 
   // Runs `validate` (or `run`, for a config that must fail) and checks its exit code and output.
   std::string Expect(const std::string& command, const std::string& config, int exit_code) {
-    auto [code, out] = fx_.RunCommand({"--log-level", "trace", command, "--config", config});
+    auto result = fx_.RunCommand({"--log-level", "trace", command, "--config", config});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK_MESSAGE(code == exit_code, command << " exited " << code << ":\n" << out);
     CheckNoSecret(command + " " + config, out);
     return out;
@@ -109,10 +111,12 @@ class SecretsFixture {
 
 TEST_CASE("working runs: validate and run print no secret, whichever way the password comes") {
   SecretsFixture s;
-  for (const auto& [name, password] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& entry : std::vector<std::pair<std::string, std::string>>{
            {"direct", kPgPassword},
            {"env", "${env:WALRELAY_TEST_PG_PASSWORD}"},
            {"file", "${file:" + s.password_file() + "}"}}) {
+    const auto& name = entry.first;
+    const auto& password = entry.second;
     CAPTURE(name);
     const std::string out =
         s.Expect("validate", s.Config("sec_" + name, {{"database.password", password}}), 0);

@@ -137,12 +137,14 @@ TEST_CASE("REST API: Kafka Connect shapes, masked config, errors, metrics match 
   r = get("GET", "/connectors/itest-rest/tasks/3/status");
   CHECK(r.status == 404);
   CHECK(r.body.find("\"error_code\":404") != std::string::npos);
-  for (const auto& [method, path] :
+  for (const auto& route :
        std::vector<std::pair<std::string, std::string>>{{"DELETE", "/connectors/itest-rest"},
                                                         {"POST", "/connectors/itest-rest/status"},
                                                         {"GET", "/connectors/itest-rest/pause"},
                                                         {"GET", "/connectors/itest-rest/restart"},
                                                         {"POST", "/metrics"}}) {
+    const auto& method = route.first;
+    const auto& path = route.second;
     r = get(method, path);
     CHECK_MESSAGE(r.status == 405, method << " " << path);
     CHECK(r.body.find("{\"error_code\":405,\"message\":\"HTTP 405 Method Not Allowed") == 0);
@@ -355,16 +357,20 @@ TEST_CASE(
   RelayFixture fx;
   const std::string weak = fx.WriteConfig("weakacks", {{"kafka.acks", "1"}});
   for (const char* command : {"validate", "run"}) {
-    auto [code, out] = fx.RunCommand({command, "--config", weak});
+    auto result = fx.RunCommand({command, "--config", weak});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK_MESSAGE(code == 2, command << ": " << out);
     CHECK_MESSAGE(out.find("'kafka.acks'") != std::string::npos, out);
   }
   // librdkafka itself wants acks=all while idempotence is on, so both go together.
-  auto [code, out] =
+  auto result =
       fx.RunCommand({"validate", "--config",
                      fx.WriteConfig("weakacks", {{"kafka.acks", "1"},
                                                  {"kafka.enable.idempotence", "false"},
                                                  {"producer.durability.checks", "false"}})});
+  auto& code = result.first;
+  auto& out = result.second;
   CHECK_MESSAGE(code == 0, out);
 }
 

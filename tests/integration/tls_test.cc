@@ -76,7 +76,9 @@ TEST_CASE("verify-full with a client certificate: validate passes and run stream
   const std::string dir = ServeTlsWithClientCertificates(fx);
 
   const std::string config = fx.WriteConfig("tls_ok", TlsKeys(dir, "ca.crt"));
-  auto [code, out] = fx.RunCommand({"validate", "--config", config});
+  auto result = fx.RunCommand({"validate", "--config", config});
+  auto& code = result.first;
+  auto& out = result.second;
   CHECK_MESSAGE(code == 0, out);
   CHECK_MESSAGE(out.find("\nOK\n") != std::string::npos, out);
 
@@ -109,7 +111,9 @@ TEST_CASE("a server certificate from another CA, or no client certificate, is re
 
   const std::string wrong_ca = fx.WriteConfig("tls_wrong_ca", TlsKeys(dir, "wrong-ca.crt"));
   for (const char* command : {"validate", "run"}) {
-    auto [code, out] = fx.RunCommand({command, "--config", wrong_ca});
+    auto result = fx.RunCommand({command, "--config", wrong_ca});
+    auto& code = result.first;
+    auto& out = result.second;
     CHECK_MESSAGE(code == 3, command << ": " << out);
     CHECK_MESSAGE(out.find("certificate verify failed") != std::string::npos,
                   command << ": " << out);
@@ -118,16 +122,19 @@ TEST_CASE("a server certificate from another CA, or no client certificate, is re
   auto no_client_cert = TlsKeys(dir, "ca.crt");
   no_client_cert.erase("database.sslcert");
   no_client_cert.erase("database.sslkey");
-  auto [code, out] =
+  auto result =
       fx.RunCommand({"validate", "--config", fx.WriteConfig("tls_no_cert", no_client_cert)});
+  auto& code = result.first;
+  auto& out = result.second;
   CHECK_MESSAGE(code == 3, out);
   CHECK_MESSAGE(out.find("certificate") != std::string::npos, out);
 
   // In clear the server's pg_hba refuses the user outright.
-  auto [clear_code, clear_out] =
-      fx.RunCommand({"validate", "--config",
-                     fx.WriteConfig("tls_disabled",
-                                    {{"database.user", kUser}, {"database.sslmode", "disable"}})});
+  auto clear = fx.RunCommand({"validate", "--config",
+                              fx.WriteConfig("tls_disabled", {{"database.user", kUser},
+                                                              {"database.sslmode", "disable"}})});
+  auto& clear_code = clear.first;
+  auto& clear_out = clear.second;
   CHECK_MESSAGE(clear_code == 3, clear_out);
   CHECK_MESSAGE(clear_out.find("pg_hba.conf rejects connection") != std::string::npos, clear_out);
 }

@@ -39,8 +39,14 @@
 //   exactly once may commit its Kafka transaction there, inside the source transaction
 //   (delivery/inside_transaction.h). The default does nothing.
 // - Tick(all_sent) when TickDeadline() has passed.
+// - Holding(): the guarantee waits for Kafka before the stream may go on (exactly once: a
+//   commit that is due waits for the transaction's acknowledgements or the commit before it);
+//   the pipeline reads as backpressured meanwhile, and Tick moves on once Kafka is done. The
+//   loop never waits for it. The default holds nothing.
 // - EndStream(all_sent) before the next stream starts and when the relay stops: what is open
 //   is committed if it may be, else dropped.
+// - FinishBeforeExit(): the relay stops (after the last EndStream, with no connect attempt
+//   running): what was left waiting for Kafka (exactly once: an abort) is done now, bounded.
 // - Confirmable(acknowledged): caps the ledger's confirmable position.
 // - ServerPosition(wal_end): a keepalive's position, as the ledger gets it.
 // - Confirmed(position): the relay confirmed `position` to the slot.
@@ -96,7 +102,9 @@ class DeliveryGuarantee {
   }
   virtual Status Tick(bool all_sent) = 0;
   virtual std::optional<Clock::time_point> TickDeadline() const = 0;
+  virtual bool Holding() const { return false; }
   virtual Status EndStream(bool all_sent) = 0;
+  virtual Status FinishBeforeExit() { return Status::Ok(); }
   virtual Lsn Confirmable(Lsn acknowledged) const = 0;
   virtual void ServerPosition(Lsn wal_end) = 0;
   virtual void Confirmed(Lsn position) = 0;

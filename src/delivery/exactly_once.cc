@@ -50,10 +50,9 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   // Runs while the relay is not streaming: nothing is open (EndStream came first). What
   // librdkafka serves on this worker thread waits for the loop.
   KafkaProducer::DeferCallbacks on_loop_thread;
-  if (initialised_) {
-    WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
-    WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
-  }
+  // What the last stream left to abort is aborted before anything is streamed again.
+  WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
+  if (initialised_) WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   // Back on the server this process streamed from, still initialised: what it committed
   // itself is the newest position (no other process can have committed since without
   // initialising the same transactional ids, which fences this one's producers and is found
@@ -147,6 +146,11 @@ Result<StoredReread> ExactlyOnce::SlotTaken(const SourceIdentity& server) {
 Status ExactlyOnce::StreamStarts(const SourceIdentity& server, Lsn start,
                                  bool own_position_stored) {
   KafkaProducer::DeferCallbacks on_loop_thread;
+  // EndStream committed or dropped what the last stream left open.
+  if (due_ || kafka_open_) {
+    return Status::Internal("exactly-once: a stream starts while the last one's Kafka "
+                            "transaction is still open");
+  }
   // On the same server and timeline what this process committed (or knew to need nothing from
   // Kafka) stays true, even after a fence. On another server or timeline the position may have
   // been capped (delivery/timeline.h): what this process committed before is no floor there.
@@ -198,6 +202,8 @@ Status ExactlyOnce::RecordStart(Lsn start) {
 }
 
 Status ExactlyOnce::BeforeRecord(size_t bytes) {
+  // The due commit holds exactly what its offset record names: it starts before this record.
+  if (due_) WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
   if (!kafka_open_) {
     TxnStatus begun = txn_->Begin();
     if (!begun.ok()) return Failed(begun, "beginning a transaction");
@@ -213,6 +219,7 @@ void ExactlyOnce::SourceBegan() {
 }
 
 Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
+  if (due_) WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
   source_open_ = false;
   last_source_commit_ = commit.end_lsn;
   if (committed_inside_ && committed_inside_->xid == commit.xid) split_end_ = commit.end_lsn;
@@ -230,19 +237,25 @@ Status ExactlyOnce::SourceCommitted(const TxnCommit& commit, bool all_sent) {
 }
 
 Status ExactlyOnce::ChangeHandled(const InsideTransaction& position, bool all_sent) {
+  // A change without records after a split that is due: the split stands where it was made.
+  if (due_) return Status::Ok();
   if (!kafka_open_ || !source_open_ || !all_sent || !boundary_.ShouldSplit(Clock::now()))
     return Status::Ok();
   return Commit(position);
 }
 
 Status ExactlyOnce::Tick(bool all_sent) {
+  if (abort_pending_) return Status::Ok();  // the stream ended; the next attempt finishes it
   WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/false));
+  if (due_) return CommitWhenReady(/*wait=*/false);
   if (!kafka_open_ || source_open_ || !last_included_ || !all_sent) return Status::Ok();
   if (!boundary_.ShouldCloseIdle(Clock::now())) return Status::Ok();
   return Commit();
 }
 
 std::optional<DeliveryGuarantee::Clock::time_point> ExactlyOnce::TickDeadline() const {
+  if (abort_pending_) return std::nullopt;
+  if (due_) return Clock::now() + kCommitCheck;
   if (pending_) {
     const auto check = Clock::now() + kCommitCheck;
     const auto idle = kafka_open_ ? boundary_.IdleDeadline() : std::nullopt;
@@ -262,9 +275,17 @@ Status ExactlyOnce::EndStream(bool all_sent) {
 
 Status ExactlyOnce::EndKafkaTransaction(bool all_sent) {
   const bool inside_source = std::exchange(source_open_, false);
+  // An abort is under way: the next connect attempt's worker completes it (and the commit
+  // still running before it), not the loop.
+  if (abort_pending_) return Status::Ok();
+  // A due commit holds what its offset record names: it commits, waiting here.
+  if (due_) WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
   if (!kafka_open_) return SettleCommit(/*wait=*/true);
   if (!inside_source && last_included_ && all_sent) {
+    // Commit() only makes it due: the next stream replays from what committed, so it must
+    // have committed (or failed) before this stream is over.
     WALRELAY_RETURN_IF_ERROR(Commit());
+    WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
     return SettleCommit(/*wait=*/true);
   }
   return Abort("the replication stream ended inside a source transaction");
@@ -287,6 +308,7 @@ Status ExactlyOnce::RenewProducers() {
   own_current_ = false;
   abort_pending_ = false;  // initialising the ids again aborts what the old producers left open
   kafka_open_ = false;
+  due_.reset();
   if (!renewed.ok()) return renewed.status.WithContext("replacing the Kafka producers");
   spdlog::info("exactly-once: new Kafka producers for transactional.id '{}' and '{}'; they are "
                "initialised once this relay holds slot '{}'",
@@ -338,9 +360,6 @@ void ExactlyOnce::Committed(Lsn position) {
 }
 
 Status ExactlyOnce::Commit(std::optional<InsideTransaction> inside) {
-  const auto started = Clock::now();
-  // The transaction before it must be committed first: failed, it takes this one with it.
-  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   SourceOffset offset;
   if (inside) {
     // Every source transaction before this one is in Kafka or needed nothing from it: the
@@ -367,11 +386,23 @@ Status ExactlyOnce::Commit(std::optional<InsideTransaction> inside) {
       !sent.ok()) {
     return Failed(sent, "writing the offset record up to " + upto + " to '" + storage_.topic + "'");
   }
+  due_ = DueCommit{PendingCommit{offset.lsn_commit, upto, inside}, Clock::now()};
+  return CommitWhenReady(/*wait=*/false);
+}
+
+Status ExactlyOnce::CommitWhenReady(bool wait) {
+  if (!due_) return Status::Ok();
+  if (!wait && ((pending_ && !txn_->CommitFinished()) || !txn_->Flushed())) return Status::Ok();
+  // The transaction before it must be committed first: failed, it takes this one with it.
+  WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
+  const DueCommit due = *std::exchange(due_, std::nullopt);
+  const std::optional<InsideTransaction>& inside = due.commit.inside;
+  const std::string& upto = due.commit.upto;
   TxnStatus handed_over =
       txn_->StartCommit(kTransactionCallTimeout, "committing the transaction up to " + upto);
   if (!handed_over.ok()) return Failed(handed_over, "committing the transaction up to " + upto);
   kafka_open_ = false;
-  pending_ = PendingCommit{offset.lsn_commit, upto, inside};
+  pending_ = due.commit;
   if (inside) {
     ++counters_.kafka_transactions["split"];
     spdlog::info("exactly-once: source transaction {} outgrew its Kafka transaction (open for "
@@ -379,8 +410,8 @@ Status ExactlyOnce::Commit(std::optional<InsideTransaction> inside) {
                  "rest follows in the next",
                  inside->xid, options_.boundary.split_after.count(), upto);
   }
-  // What the loop spent at this boundary, waiting for the commit before and for the records.
-  boundary_.Stretch(Clock::now() - started, boundary_.records());
+  // What the stream was held at this boundary, for the commit before and for the records.
+  boundary_.Stretch(Clock::now() - due.since, boundary_.records());
   boundary_.Reset();
   last_included_.reset();
   return Status::Ok();
@@ -416,56 +447,74 @@ void ExactlyOnce::NothingPendingUpTo(Lsn position) {
 }
 
 Status ExactlyOnce::Abort(const std::string& why) {
-  // A commit still running may succeed: then what it holds stays in Kafka and is not replayed;
-  // if it fails, the abort below drops its transaction too.
-  if (pending_) FinishPendingCommit();
   // No read_committed consumer sees the records handed to Kafka so far: the pipeline forgets
   // them before their delivery reports are served.
   DiscardRecords();
-  const auto give_up = Clock::now() + kTransactionCallTimeout;
-  TxnStatus aborted;
-  do {
-    aborted = txn_->Abort(kTransactionCallTimeout);
-  } while (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable && Clock::now() < give_up);
   ++counters_.kafka_transactions["aborted"];
   kafka_open_ = false;
+  due_.reset();
   last_included_.reset();
   boundary_.Reset();
-  if (!aborted.ok() && aborted.kind == TxnErrorKind::kRetriable) {
-    // Timed out: the coordinator has not answered yet. Nothing of the transaction is visible
-    // or confirmed, so replaying is safe once the abort completes, which the next connect
-    // attempt waits for (FinishPendingAbort).
-    abort_pending_ = true;
-    return Status::Connection(aborted.status.message() + " (" + why +
-                              "); the abort is retried "
-                              "before streaming again from LSN " +
-                              Lsn(committed_.load()).ToString());
-  }
-  if (!aborted.ok() && aborted.kind == TxnErrorKind::kFenced)
-    return Fenced(aborted, "aborting the transaction (" + why + ")");
-  if (!aborted.ok()) {
-    Status failed = aborted.status;
-    return Status(failed.code(), failed.message() + " (" + why + "); nothing after LSN " +
-                                     Lsn(committed_.load()).ToString() + " is confirmed");
-  }
-  spdlog::warn("exactly-once: aborted the Kafka transaction ({}); its source transactions are "
-               "streamed again from LSN {}",
+  // The loop does not wait for the coordinator: the abort (and a commit still running before
+  // it, which may succeed: then what it holds stays in Kafka and is not replayed) completes on
+  // the next connect attempt's worker, before anything is streamed again (FinishPendingAbort),
+  // or when the relay stops (FinishBeforeExit). Nothing of the transaction is visible or
+  // confirmed meanwhile.
+  abort_pending_ = true;
+  spdlog::warn("exactly-once: aborting the Kafka transaction ({}); its source transactions are "
+               "streamed again from LSN {} once the abort completed",
                why, Lsn(committed_.load()).ToString());
   return Status::Ok();
 }
 
 Status ExactlyOnce::FinishPendingAbort() {
   if (!abort_pending_) return Status::Ok();
+  if (pending_) {
+    const std::string upto = pending_->upto;
+    if (TxnStatus committed = FinishPendingCommit(); !committed.ok()) {
+      // Its transaction is dropped with the abort below.
+      spdlog::warn("exactly-once: committing the transaction up to {} failed before the abort: {}",
+                   upto, committed.status.message());
+    }
+  }
   TxnStatus aborted = txn_->Abort(kTransactionCallTimeout);
   if (aborted.ok()) {
     abort_pending_ = false;
-    spdlog::warn("exactly-once: the Kafka transaction whose abort had timed out is aborted; its "
-                 "source transactions are streamed again from LSN {}",
+    spdlog::info("exactly-once: the Kafka transaction is aborted; its source transactions are "
+                 "streamed again from LSN {}",
                  Lsn(committed_.load()).ToString());
     return Status::Ok();
   }
-  if (aborted.kind == TxnErrorKind::kRetriable) return Status::Connection(aborted.status.message());
-  return aborted.status;
+  if (aborted.kind == TxnErrorKind::kRetriable) {
+    return Status::Connection(aborted.status.message() +
+                              "; the abort is retried before streaming "
+                              "again from LSN " +
+                              Lsn(committed_.load()).ToString());
+  }
+  if (aborted.kind == TxnErrorKind::kFenced) {
+    // The process that fenced these producers aborted what they held open. They are replaced
+    // on the loop before the next attempt (EndStream), whose Init aborts anything left.
+    abort_pending_ = false;
+    renew_needed_ = true;
+    own_current_ = false;
+    spdlog::warn("exactly-once: {} (aborting the transaction): another process of this connector "
+                 "initialised its transactions; this relay replaces its producers and connects "
+                 "again",
+                 aborted.status.message());
+    return Status::Connection("exactly-once: fenced while aborting the transaction; connecting "
+                              "again");
+  }
+  return Status(aborted.status.code(), aborted.status.message() +
+                                           " (aborting the transaction); nothing after LSN " +
+                                           Lsn(committed_.load()).ToString() + " is confirmed");
+}
+
+Status ExactlyOnce::FinishBeforeExit() {
+  // Left open, the transaction would hold read_committed consumers of its partitions back
+  // until the coordinator's timeout (kafka.transaction.timeout.ms).
+  KafkaProducer::DeferCallbacks after_exit;
+  if (!initialised_) return Status::Ok();
+  return FinishPendingAbort();
 }
 
 Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operation) {
@@ -476,6 +525,7 @@ Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operatio
                               " failed; replaying from LSN " + Lsn(committed_.load()).ToString());
   }
   kafka_open_ = false;
+  due_.reset();
   return Status(failure.status.code(), failure.status.message() + "; nothing after LSN " +
                                            Lsn(committed_.load()).ToString() +
                                            " is confirmed by this process");
@@ -487,6 +537,7 @@ Status ExactlyOnce::Fenced(const TxnStatus& failure, const std::string& operatio
   if (pending_) FinishPendingCommit();
   DiscardRecords();
   kafka_open_ = false;
+  due_.reset();
   last_included_.reset();
   boundary_.Reset();
   renew_needed_ = true;

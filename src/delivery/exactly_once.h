@@ -30,10 +30,15 @@
 // - A Kafka transaction begins with its first record and is committed at a source commit when
 //   transaction.boundary says so (delivery/transaction_boundary.h), or by Tick once its interval
 //   has passed between source transactions; never while records wait for room in librdkafka's
-//   queue. The loop waits until Kafka acknowledged the transaction's records, then the commit
-//   runs in the background while the next transaction's records go out on the other producer
-//   (KafkaTransactions::StartCommit). Transactions still follow one another: the next is
-//   committed only after this one committed, and if this one fails, the next is aborted with it.
+//   queue. The loop never waits for Kafka there: the offset record goes out at once, and the
+//   commit is due (Holding(): the pipeline reads as backpressured, so the stream pauses) until
+//   Kafka acknowledged the transaction's records and the commit before it ended; Tick
+//   (polled every kCommitCheck) then starts it (KafkaTransactions::StartCommit, which then
+//   waits for nothing), and it runs in the background while the next transaction's records go
+//   out on the other producer. Transactions still follow one another: the next is committed
+//   only after this one committed, and if this one fails, the next is aborted with it. A record
+//   or a source commit that arrives while a commit is due (only within one payload) waits for
+//   it on the loop first, as the commit must hold exactly what its offset record names.
 //   Its last source commit becomes confirmable once Tick (polled every kCommitCheck while the
 //   commit runs) or the next boundary sees the commit succeed; so do keepalives and empty
 //   source transactions that came after it. Each call is bounded by kTransactionCallTimeout.
@@ -47,8 +52,12 @@
 // - EndStream commits the open transaction when it holds only whole source transactions, and
 //   aborts it otherwise (a stream that broke inside a source transaction).
 // - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
-//   relay reconnects and the source transactions are streamed again from the last commit. An
-//   abort that itself times out is retried by the next connect attempt before it streams. A
+//   relay reconnects and the source transactions are streamed again from the last commit. The
+//   loop does not wait for an abort: it forgets the transaction's records, and the next connect
+//   attempt's worker completes the abort (in cancellable slices, with a commit that was still
+//   running before it) before anything is streamed again, retrying it while the coordinator
+//   does not answer (FinishPendingAbort); a relay that stops completes it first
+//   (FinishBeforeExit), so read_committed consumers are not held back. A
 //   record Kafka refused after it was sent fails the transaction's commit the same way
 //   (RecordRefused asks for that replay). Fenced (kKafkaFenced) and fatal (kKafka) errors
 //   stop the relay without confirming anything more.
@@ -105,12 +114,16 @@ class ExactlyOnce final : public DeliveryGuarantee {
   Status ChangeHandled(const InsideTransaction& position, bool all_sent) override;
   Status Tick(bool all_sent) override;
   std::optional<Clock::time_point> TickDeadline() const override;
+  // A commit is due and waits for Kafka (see above).
+  bool Holding() const override { return due_.has_value(); }
   Status EndStream(bool all_sent) override;
   Lsn Confirmable(Lsn acknowledged) const override;
   void ServerPosition(Lsn wal_end) override;
   // The position is committed with each Kafka transaction, and a tombstone would race it.
   void Confirmed(Lsn) override {}
   void ForgetPosition() override;
+  // Completes an abort the stream left pending (bounded by kTransactionCallTimeout).
+  Status FinishBeforeExit() override;
   // The record's transaction cannot commit: it is aborted and replayed, the record with it.
   Status RecordRefused(const std::string& reason) override;
 
@@ -131,9 +144,15 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // Commits a transaction holding only the offset record at `start`: this connector streams
   // from the slot, and a later process that finds it missing must not create it unasked.
   Status RecordStart(Lsn start);
-  // Writes the offset record and starts the commit, once the commit before it succeeded: at
-  // the last source commit included, or inside the current source transaction at `inside`.
+  // Writes the offset record and makes the commit due: at the last source commit included, or
+  // inside the current source transaction at `inside`. It starts at once when Kafka has
+  // nothing left to do first (CommitWhenReady).
   Status Commit(std::optional<InsideTransaction> inside = std::nullopt);
+  // Starts the due commit once the commit before it succeeded and Kafka acknowledged every
+  // record of its transaction; without `wait` it returns, leaving it due, when either is still
+  // running; with `wait` it waits for them on the calling thread (the end of a stream, and the
+  // rare record arriving while a commit is due).
+  Status CommitWhenReady(bool wait);
   // Ends a background commit (waiting for it, or only when it has ended): on success its last
   // source commit, and what became confirmable behind it, become confirmable.
   Status SettleCommit(bool wait);
@@ -144,7 +163,10 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // succeeded.
   void NothingPendingUpTo(Lsn position);
   Status Abort(const std::string& why);
-  // Completes an abort that timed out; kConnection while the coordinator still does not answer.
+  // Completes an abort that the loop left to the next connect attempt (or that timed out):
+  // the commit still running before it is ended first; kConnection while the coordinator does
+  // not answer or the attempt is cancelled, and when the producers turn out fenced (they are
+  // replaced at the next EndStream).
   Status FinishPendingAbort();
   // A failed transactional call: abort and kConnection for abortable and retriable errors,
   // the error itself (fenced, fatal) otherwise.
@@ -188,8 +210,18 @@ class ExactlyOnce final : public DeliveryGuarantee {
   std::optional<InsideTransaction> committed_inside_;
   std::optional<Lsn> split_end_;          // that transaction's end, once it was streamed
   std::optional<PendingCommit> pending_;  // the transaction committing in the background
-  std::optional<Lsn> after_pending_;      // confirmable once pending_ committed
-  bool abort_pending_ = false;  // an abort timed out; set and cleared on the connect worker
+  // A commit whose offset record is sent and which waits for Kafka before it starts
+  // (Holding). The transaction it ends is still open (kafka_open_). Loop thread only: the end
+  // of a stream (EndStream) starts it before a connect attempt runs.
+  struct DueCommit {
+    PendingCommit commit;
+    Clock::time_point since;  // when it became due, for the boundary's Stretch
+  };
+  std::optional<DueCommit> due_;
+  std::optional<Lsn> after_pending_;  // confirmable once pending_ committed
+  // An abort is left to the next connect attempt: set on the loop (or the worker, when one
+  // timed out there), cleared on the worker or at the relay's stop.
+  bool abort_pending_ = false;
   // Read by the loop thread while the connector's worker may set it in StreamStarts.
   std::atomic<uint64_t> committed_{0};
 };

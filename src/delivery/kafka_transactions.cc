@@ -113,6 +113,10 @@ class RdKafkaTransactions final : public KafkaTransactions {
     }
     return TxnStatus::Ok();
   }
+  bool Flushed() override {
+    // The records not yet acknowledged, plus the reports waiting for the loop's poll.
+    return current_ == SIZE_MAX || rd_kafka_outq_len(rk(current_)) == 0;
+  }
   bool CommitFinished() override {
     return !commit_.valid() ||
            commit_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
@@ -127,8 +131,10 @@ class RdKafkaTransactions final : public KafkaTransactions {
     FinishCommit();  // a commit that failed leaves its transaction open, and is aborted below
     for (size_t i = 0; i < output_.producer_count(); ++i) {
       if (!open_[i]) continue;
-      TxnStatus aborted = Check(i, rd_kafka_abort_transaction(rk(i), TimeoutMs(timeout)),
-                                "aborting the transaction");
+      TxnStatus aborted = InSlices(timeout, [&](std::chrono::milliseconds slice) {
+        return Check(i, rd_kafka_abort_transaction(rk(i), TimeoutMs(slice)),
+                     "aborting the transaction");
+      });
       if (!aborted.ok()) return aborted;
       open_[i] = false;
     }
@@ -152,19 +158,26 @@ class RdKafkaTransactions final : public KafkaTransactions {
 
  private:
   rd_kafka_t* rk(size_t index) const { return output_.producer(index).native_handle(); }
-  // Producer `index`'s init_transactions within `timeout`, in slices of Cancellation::kSlice.
-  // A slice that times out answers with a retriable error (the last one the coordinator gave,
-  // else TIMED_OUT) and the next call resumes it; the next slice is not begun once the caller
-  // gave up (common/cancellation.h), which then has that retriable error.
+  // Producer `index`'s init_transactions within `timeout` (InSlices).
   TxnStatus InitOne(size_t index, std::chrono::milliseconds timeout) {
+    return InSlices(timeout, [&](std::chrono::milliseconds slice) {
+      return Check(index, rd_kafka_init_transactions(rk(index), TimeoutMs(slice)),
+                   "initialising transactions");
+    });
+  }
+  // A resumable librdkafka call (init or abort) within `timeout`, in slices of
+  // Cancellation::kSlice. A slice that times out answers with a retriable error (the last one
+  // the coordinator gave, else TIMED_OUT) and the next call resumes it; the next slice is not
+  // begun once the caller gave up (common/cancellation.h), which then has that retriable error.
+  template <typename Call>
+  static TxnStatus InSlices(std::chrono::milliseconds timeout, Call call) {
     using Clock = std::chrono::steady_clock;
     const auto give_up = Clock::now() + timeout;
     for (;;) {
       const auto began = Clock::now();
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(give_up - began);
       const auto slice = std::clamp(left, std::chrono::milliseconds(1), Cancellation::kSlice);
-      TxnStatus done = Check(index, rd_kafka_init_transactions(rk(index), TimeoutMs(slice)),
-                             "initialising transactions");
+      TxnStatus done = call(slice);
       if (done.ok() || done.kind != TxnErrorKind::kRetriable || Clock::now() >= give_up)
         return done;
       if (Cancellation::Requested()) {

@@ -15,6 +15,9 @@
 //   every record of the open transaction (their delivery reports wait for the producer's next
 //   Poll(), never nested in the caller), then commits it in the background; the next Begin()
 //   may follow at once. Retriable errors are retried within `timeout`.
+// - Flushed(): true when Kafka acknowledged every record of the open transaction (the offset
+//   record included) and their delivery reports were served: StartCommit then waits for
+//   nothing. Never blocks.
 // - CommitFinished(): true when no background commit is running or it has ended.
 // - FinishCommit(): waits for the background commit and returns its outcome (OK without one).
 //   Until it returned OK, the transaction is not committed.
@@ -46,6 +49,7 @@ class KafkaTransactions {
   virtual TxnStatus SendOffset(const Record& record) = 0;
   virtual TxnStatus StartCommit(std::chrono::milliseconds timeout,
                                 const std::string& operation) = 0;
+  virtual bool Flushed() = 0;
   virtual bool CommitFinished() = 0;
   virtual TxnStatus FinishCommit() = 0;
   virtual TxnStatus Abort(std::chrono::milliseconds timeout) = 0;

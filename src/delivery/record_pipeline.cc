@@ -413,7 +413,7 @@ Status RecordPipeline::OnDelivery(const DeliveryReport& report) {
 }
 
 bool RecordPipeline::Backpressured() const {
-  if (dispatcher_.holding()) return true;
+  if (dispatcher_.holding() || guarantee_->Holding()) return true;
   if (static_cast<int64_t>(inflight_records()) >= settings_.max_queue_size) return true;
   return settings_.max_queue_size_bytes > 0 &&
          static_cast<int64_t>(inflight_bytes()) >= settings_.max_queue_size_bytes;

@@ -37,7 +37,8 @@
 //   may commit there.
 //
 // Backpressure: Backpressured() while max.queue.size records (or max.queue.size.in.bytes) are
-// in flight, or while records wait for room in the sink (SendHeld() sends them).
+// in flight, while records wait for room in the sink (SendHeld() sends them), or while the
+// guarantee holds the stream for Kafka (DeliveryGuarantee::Holding: Tick() moves it on).
 //
 // Single-threaded: the relay's loop thread (debug builds abort when an entry point of the
 // stream, Kafka or positions sections runs on another: common/thread_owner.h). Errors:

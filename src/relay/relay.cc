@@ -409,6 +409,7 @@ void Relay::ArmBoundaryTimer() {
     if (Status ticked = pipeline_->Tick(); !ticked.ok()) return OnStreamError(ticked);
     ConfirmWhenCaughtUp();
     ArmBoundaryTimer();
+    SchedulePump();  // a commit the stream was held for has started
   });
 }
 
@@ -574,6 +575,9 @@ void Relay::FinishShutdown() {
     return;
   }
   finished_ = true;
+  // Before the slot may be dropped (ForgetPosition commits through the same producers).
+  if (Status done = pipeline_->guarantee().FinishBeforeExit(); !done.ok())
+    spdlog::warn("stopping: {}", done.message());
   if (conn_) {
     SendStatus();
     if (conn_) {

@@ -16,9 +16,11 @@
 // the status timer keeps the connection alive. Nothing on the loop waits for a connect
 // attempt: Restart() and a stop cancel the running one and go on at once; the next attempt, or
 // the end of the stop, follows once the cancelled one has left the guarantee (polled every
-// kAttemptEndCheck; relay/source_connector.h). With exactly once the loop still waits for Kafka
-// at a Kafka transaction's commit (its records' acknowledgements, and the commit before it)
-// and abort (delivery/exactly_once.h).
+// kAttemptEndCheck; relay/source_connector.h). Nor for a Kafka transaction's commit: a due
+// commit holds the stream (the pipeline reads as backpressured) and the boundary timer's Tick
+// starts it once Kafka is ready; nor for an abort, which the next connect attempt's worker
+// completes. With exactly once the loop still waits for a due commit at the end of a stream
+// (delivery/exactly_once.h).
 //
 // Faults: a lost or refused connection to PostgreSQL is retried with exponential backoff and
 // jitter while Kafka deliveries go on; so is a connection on which nothing arrives for

@@ -597,18 +597,6 @@ TEST_CASE("contrast: the same kill loop without exactly.once.support gives read_
 
 namespace {
 
-// The outbox events 1..rows (InsertEvent's rows, the same bytes) in one statement, so one
-// source transaction holds them all.
-std::string InsertEventsInOneStatement(int rows) {
-  const std::string type = "(ARRAY['Order','Customer','Shipment'])[s % 3 + 1]";
-  const std::string key = type + " || '-' || (s % 17)";
-  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) SELECT "
-         "('00000000-0000-4000-8000-' || lpad(s::text, 12, '0'))::uuid, " +
-         type + ", " + key + ", " + type + " || 'Happened', jsonb_build_object('seq', s, 'key', " +
-         key + ", 'text', 'ünï \"q\" \\ ok') FROM generate_series(1, " + std::to_string(rows) +
-         ") s";
-}
-
 int SplitLines(const std::string& log) {
   int n = 0;
   for (size_t at = log.find("outgrew its Kafka transaction"); at != std::string::npos;

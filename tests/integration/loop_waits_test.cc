@@ -3,7 +3,8 @@
 // exactly-once relay whose transaction coordinator never answers initialising transactions
 // (every InitProducerId is refused as COORDINATOR_NOT_AVAILABLE, which librdkafka retries for
 // the call's whole 30 s) answers /healthz within 1 s, POST /restart within 2 s, and exits
-// within 2 s of SIGTERM, each time while the attempt's Init waits.
+// within 2 s of SIGTERM, each time while the attempt's Init waits. The same while a commit
+// waits is eos_loop_waits_test.cc (the mock cluster cannot hold the offsets topic).
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <signal.h>

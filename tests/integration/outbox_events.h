@@ -38,6 +38,18 @@ inline std::string InsertEvent(int seq) {
          "', 'text', 'ünï \"q\" \\ ok'));";
 }
 
+// The outbox events 1..rows (InsertEvent's rows, the same bytes) in one statement, so one
+// source transaction holds them all.
+inline std::string InsertEventsInOneStatement(int rows) {
+  const std::string type = "(ARRAY['Order','Customer','Shipment'])[s % 3 + 1]";
+  const std::string key = type + " || '-' || (s % 17)";
+  return "INSERT INTO outbox (id, aggregatetype, aggregateid, type, payload) SELECT "
+         "('00000000-0000-4000-8000-' || lpad(s::text, 12, '0'))::uuid, " +
+         type + ", " + key + ", " + type + " || 'Happened', jsonb_build_object('seq', s, 'key', " +
+         key + ", 'text', 'ünï \"q\" \\ ok') FROM generate_series(1, " + std::to_string(rows) +
+         ") s";
+}
+
 // The same event as InsertEvent(seq), emitted with pg_logical_emit_message(true, prefix, ...)
 // instead of inserted: jsonb's text rendering gives the payload member the bytes a jsonb
 // payload column would have, so CheckRecords holds for both.

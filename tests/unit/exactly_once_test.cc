@@ -65,9 +65,13 @@ struct Harness {
   // A stream from the slot at `slot` (a reconnect to the same server when started before).
   // This slot's position is stored already: no transaction records the start.
   void Start(Lsn slot) {
+    REQUIRE(Attempt().ok());
     REQUIRE(eos->StreamStarts(kServer, slot, /*own_position_stored=*/true).ok());
     pipeline->StreamStarted(StreamStart{kServer, slot, slot, false, std::nullopt});
   }
+  // What the next connect attempt's worker does before anything else: it completes an abort
+  // the last stream left (the loop never waits for one).
+  Status Attempt() { return eos->StoredPosition(kServer, /*slot_missing=*/false).status(); }
   Status Begin(uint32_t xid) {
     inside_source = true;
     return pipeline->Handle(testing::BeginMessage(xid));
@@ -238,6 +242,11 @@ TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forget
   Status failed = h.pipeline->Tick();
   CHECK(failed.code() == ErrorCode::kConnection);  // the relay reconnects and replays
   CHECK(failed.message().find("replaying from LSN " + L(200).ToString()) != std::string::npos);
+  // The loop forgot the transaction; the next connect attempt aborts it.
+  CHECK(h.txn->aborts == 0);
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK_FALSE(h.pipeline->TickDeadline().has_value());
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->aborts == 1);
   CHECK_FALSE(h.txn->open);
   CHECK(h.counters.kafka_transactions["aborted"] == 1);
@@ -255,6 +264,174 @@ TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forget
   CHECK(h.txn->begins == 3);
   REQUIRE(h.AckAll().ok());
   CHECK(h.pipeline->Confirmable() == L(300));
+}
+
+TEST_CASE("exactly once: the loop never waits for an abort: the next connect attempt completes "
+          "it before streaming, retrying while the coordinator does not answer; a stop "
+          "completes it first") {
+  Harness h(kLongInterval);
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.Begin(2).ok());
+  REQUIRE(h.Row(L(210)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());  // inside source transaction 2: dropped, not waited for
+  CHECK(h.txn->aborts == 0);
+  CHECK(h.txn->open);
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK(h.counters.kafka_transactions["aborted"] == 1);
+  CHECK_FALSE(h.pipeline->TickDeadline().has_value());
+  REQUIRE(h.pipeline->Tick().ok());  // a late tick touches nothing
+  CHECK(h.txn->aborts == 0);
+  // The coordinator does not answer the first attempt's abort: that attempt is retried, and
+  // nothing streams before the abort completed.
+  h.txn->abort_answers.push_back(Error(TxnErrorKind::kRetriable, RD_KAFKA_RESP_ERR__TIMED_OUT));
+  const Status waiting = h.Attempt();
+  CHECK(waiting.code() == ErrorCode::kConnection);
+  CHECK(waiting.message().find("the abort is retried") != std::string::npos);
+  CHECK(h.txn->open);
+  REQUIRE(h.Attempt().ok());
+  CHECK(h.txn->aborts == 1);
+  CHECK_FALSE(h.txn->open);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  REQUIRE(h.Attempt().ok());  // done once
+  CHECK(h.txn->aborts == 1);
+
+  // A relay that stops aborts before it exits, so read_committed consumers are not held back
+  // until the coordinator's timeout.
+  h.Start(L(100));
+  REQUIRE(h.Begin(2).ok());
+  REQUIRE(h.Row(L(210)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->aborts == 1);
+  // FinishBeforeExit acts only on initialised producers: the harness's are (SlotTaken).
+  REQUIRE(h.eos->SlotTaken(kServer).ok());
+  REQUIRE(h.eos->FinishBeforeExit().ok());
+  CHECK(h.txn->aborts == 2);
+  CHECK_FALSE(h.txn->open);
+
+  // Fenced while aborting: another process aborted it; the producers are replaced at the next
+  // end of a stream, on the loop, and the attempt is retried.
+  h.Start(L(100));
+  REQUIRE(h.Begin(3).ok());
+  REQUIRE(h.Row(L(310)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());
+  h.txn->abort_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+  const Status fenced = h.Attempt();
+  CHECK(fenced.code() == ErrorCode::kConnection);
+  CHECK(fenced.message().find("fenced") != std::string::npos);
+  CHECK(h.txn->renewals == 0);
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->renewals == 1);
+  REQUIRE(h.Attempt().ok());
+  CHECK(h.txn->aborts == 2);  // the new producers have nothing to abort
+}
+
+TEST_CASE("exactly once: a commit that waits for Kafka holds the stream, not the loop: it is due "
+          "until its records are acknowledged and the commit before it ended, and Tick starts it") {
+  Harness h;
+  h.Start(L(100));
+  // Kafka has not acknowledged the transaction's records yet.
+  h.txn->flushed = false;
+  REQUIRE(h.Transaction(1, L(110), 2, L(200)).ok());
+  CHECK(h.txn->commit_calls == 0);
+  REQUIRE(h.txn->offsets.size() == 1);  // the offset record went out at once
+  CHECK(h.txn->Offset(0).lsn_commit == L(200));
+  CHECK(h.eos->Holding());
+  CHECK(h.pipeline->Backpressured());  // the relay reads no further meanwhile
+  const auto deadline = h.pipeline->TickDeadline();
+  REQUIRE(deadline.has_value());
+  CHECK(*deadline <= std::chrono::steady_clock::now() + ExactlyOnce::kCommitCheck);
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commit_calls == 0);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  REQUIRE(h.AckAll().ok());
+  h.txn->flushed = true;
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commit_calls == 1);
+  CHECK_FALSE(h.eos->Holding());
+  CHECK_FALSE(h.pipeline->Backpressured());
+  CHECK(h.eos->Confirmable(L(900)) == L(100));  // started, not committed
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commits == 1);
+  CHECK(h.eos->Confirmable(L(900)) == L(200));
+
+  // The commit before it still runs: the next one is due behind it.
+  h.txn->finished = false;
+  REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());
+  CHECK(h.txn->commit_calls == 2);  // nothing ran before it: started at once
+  REQUIRE(h.Transaction(3, L(310), 1, L(400)).ok());
+  CHECK(h.txn->commit_calls == 2);
+  CHECK(h.eos->Holding());
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.txn->commit_calls == 2);
+  CHECK(h.eos->Confirmable(L(900)) == L(200));
+  h.txn->finished = true;
+  REQUIRE(h.pipeline->Tick().ok());  // the one before ended: this one starts
+  CHECK(h.txn->commits == 2);
+  CHECK(h.txn->commit_calls == 3);
+  CHECK(h.eos->Confirmable(L(900)) == L(300));
+  CHECK_FALSE(h.eos->Holding());
+  REQUIRE(h.pipeline->Tick().ok());
+  CHECK(h.eos->Confirmable(L(900)) == L(400));
+
+  // The end of the stream commits a due transaction, waiting for it there.
+  h.txn->flushed = false;
+  REQUIRE(h.Transaction(4, L(410), 1, L(500)).ok());
+  CHECK(h.eos->Holding());
+  REQUIRE(h.AckAll().ok());
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->commits == 4);
+  CHECK_FALSE(h.eos->Holding());
+  CHECK(h.eos->Confirmable(L(900)) == L(500));
+
+  // So does one that ends with whole source transactions open in Kafka and their records not
+  // yet acknowledged: the next stream replays from what committed, so nothing may stay due
+  // (a due commit started by the next stream's first record would hold the records replayed).
+  Harness g(kLongInterval);
+  g.Start(L(100));
+  g.txn->flushed = false;
+  REQUIRE(g.Transaction(1, L(110), 1, L(200)).ok());
+  CHECK(g.txn->commit_calls == 0);  // the interval has not passed
+  REQUIRE(g.pipeline->EndStream().ok());
+  CHECK(g.txn->commits == 1);
+  CHECK_FALSE(g.eos->Holding());
+  CHECK(g.eos->Confirmable(L(900)) == L(200));
+}
+
+TEST_CASE("exactly once: a failed commit before a due one aborts both; a record arriving while a "
+          "commit is due starts it first, so the commit holds what its offset record names") {
+  Harness h;
+  h.Start(L(100));
+  h.txn->finished = false;
+  h.txn->commit_answers.push_back(
+      Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR_INVALID_TXN_STATE));
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.Transaction(2, L(210), 1, L(300)).ok());  // due behind the running one
+  CHECK(h.eos->Holding());
+  h.txn->finished = true;
+  Status failed = h.pipeline->Tick();
+  CHECK(failed.code() == ErrorCode::kConnection);
+  REQUIRE(h.Attempt().ok());
+  CHECK(h.txn->aborts == 1);
+  CHECK(h.txn->commit_calls == 1);  // the second never started
+  CHECK_FALSE(h.eos->Holding());
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+
+  // Within one payload a change can follow the change a split was due at: the split commit
+  // starts before the next record, whose transaction is the next one.
+  h.Start(L(100));
+  h.txn->on_commit = {};  // the harness's inside_source is that of the next record here
+  h.txn->flushed = false;
+  REQUIRE(h.Transaction(3, L(110), 1, L(200)).ok());
+  CHECK(h.eos->Holding());
+  const int begins = h.txn->begins;
+  const int calls = h.txn->commit_calls;
+  REQUIRE(h.Begin(4).ok());
+  REQUIRE(h.Row(L(210)).ok());
+  CHECK(h.txn->commit_calls == calls + 1);
+  CHECK(h.txn->begins == begins + 1);
+  CHECK_FALSE(h.eos->Holding());
 }
 
 TEST_CASE("exactly once: the next transaction's records go out while the one before commits; "
@@ -305,6 +482,7 @@ TEST_CASE("exactly once: a background commit that fails takes the transaction af
   Status failed = h.Commit(2, L(300));  // its commit waits for the one before, which failed
   CHECK(failed.code() == ErrorCode::kConnection);
   CHECK(failed.message().find("replaying from LSN " + L(100).ToString()) != std::string::npos);
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->aborts == 1);  // both transactions
   CHECK_FALSE(h.txn->open);
   CHECK_FALSE(h.txn->failed_open);
@@ -319,6 +497,12 @@ TEST_CASE("exactly once: a background commit that fails takes the transaction af
   REQUIRE(h.Begin(2).ok());
   REQUIRE(h.Row(L(210)).ok());
   REQUIRE(h.pipeline->EndStream().ok());  // inside source transaction 2: aborted
+  // The loop waited for neither the running commit nor the abort: the next attempt does.
+  CHECK(h.txn->commits == 0);
+  CHECK(h.txn->aborts == 1);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+  h.txn->finished = true;
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->commits == 1);
   CHECK(h.txn->aborts == 2);
   CHECK(h.eos->Confirmable(L(900)) == L(200));
@@ -398,6 +582,7 @@ TEST_CASE("exactly once: a stream that ends between source transactions commits,
   REQUIRE(h.Begin(3).ok());
   REQUIRE(h.Row(L(310)).ok());
   REQUIRE(h.pipeline->EndStream().ok());  // inside source transaction 3: dropped
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->aborts == 1);
   CHECK(h.txn->commits == 1);
   CHECK(h.pipeline->inflight_records() == 0);
@@ -564,6 +749,7 @@ TEST_CASE("exactly once: a source transaction open longer than transaction.bound
   // The stream breaks inside the source transaction: the open Kafka transaction (201 b, 202)
   // is aborted, and a new process streams transaction 7 again from the slot's position.
   REQUIRE(h.pipeline->EndStream().ok());
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->aborts == 1);
   Harness after(std::string(kLongInterval) + R"(,"transaction.boundary.split.ms":"5")");
   after.stored = split;

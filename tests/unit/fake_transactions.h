@@ -57,6 +57,7 @@ class FakeTransactions final : public KafkaTransactions {
     committing = true;
     return TxnStatus::Ok();
   }
+  bool Flushed() override { return flushed; }
   bool CommitFinished() override { return !committing || finished; }
   TxnStatus FinishCommit() override {
     if (!committing) return TxnStatus::Ok();
@@ -71,6 +72,7 @@ class FakeTransactions final : public KafkaTransactions {
   }
   TxnStatus Abort(std::chrono::milliseconds) override {
     CHECK_FALSE(committing);  // a running commit is finished first
+    if (TxnStatus answer = Answer(abort_answers); !answer.ok()) return answer;
     open = false;
     failed_open = false;
     ++aborts;
@@ -98,6 +100,7 @@ class FakeTransactions final : public KafkaTransactions {
   bool open = false;
   bool committing = false;   // started, not finished
   bool finished = true;      // what CommitFinished() says while committing
+  bool flushed = true;       // what Flushed() says
   bool failed_open = false;  // a commit failed and its transaction awaits Abort
   bool fenced = false;       // what NeedsRenewal() says (Renew() clears it)
   int inits = 0, begins = 0, commits = 0, commit_calls = 0, aborts = 0, renewals = 0;
@@ -105,6 +108,7 @@ class FakeTransactions final : public KafkaTransactions {
   std::vector<std::string> commit_operations;
   std::deque<TxnStatus> init_answers;
   std::deque<TxnStatus> commit_answers;
+  std::deque<TxnStatus> abort_answers;  // before any, every Abort() succeeds
   std::function<void()> on_commit;
 
  private:

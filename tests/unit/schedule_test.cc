@@ -182,6 +182,10 @@ class ModelTransactions final : public KafkaTransactions {
   TxnStatus Begin() override;
   TxnStatus SendOffset(const Record& record) override;
   TxnStatus StartCommit(std::chrono::milliseconds timeout, const std::string& operation) override;
+  // Kafka settled every record of the process (a commit that is due waits for that, holding
+  // the stream); StartCommit settles the rest itself when called before, as the real one's
+  // flush waits for them.
+  bool Flushed() override;
   bool CommitFinished() override { return fake.CommitFinished(); }
   TxnStatus FinishCommit() override;
   TxnStatus Abort(std::chrono::milliseconds timeout) override;
@@ -224,6 +228,8 @@ struct Process {
   Lsn last_flush;                  // FlushPosition() at the last check
   bool splits = false;             // transaction.boundary.split.ms always due inside a source
 };
+
+bool ModelTransactions::Flushed() { return process_.in_flight.empty(); }
 
 // Parsing settings is the slow part of a new process: once per distinct configuration.
 RelaySettings CachedSettings(const std::string& members) {
@@ -1203,6 +1209,10 @@ void Schedule::Drain() {
     } else if (!p.in_flight.empty()) {
       trace_.push_back("drain");
       Ack(p.in_flight.size());
+    } else if (p.pipeline->Backpressured()) {
+      // The guarantee holds the stream (a due commit): the relay reads no further and ticks.
+      trace_.push_back("drain: tick");
+      React(p.pipeline->Tick());
     } else if (inside_ || cursor_ < wal_.size()) {
       trace_.push_back("drain");
       SourceStep();

@@ -33,8 +33,8 @@ TEST_CASE("exactly once: a Kafka transaction waiting on a frozen broker: /health
   RelayFixture fx{RealBroker{}};
   const std::string slot = "frozen";
   auto relay = fx.StartRelay(fx.WriteConfig(slot, {{"exactly.once.support", "required"},
-                                                  {"offsets.storage.topic", "walrelay-offsets"},
-                                                  {"offsets.storage.replication.factor", "1"}}));
+                                                   {"offsets.storage.topic", "walrelay-offsets"},
+                                                   {"offsets.storage.replication.factor", "1"}}));
   const int port = RestPort(fx);
   fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
   const Lsn first = fx.CurrentWal();
@@ -60,8 +60,9 @@ TEST_CASE("exactly once: a Kafka transaction waiting on a frozen broker: /health
   }
   const Lsn confirmed_frozen = fx.ConfirmedFlush(slot);
   REQUIRE(fx.broker().Kill(1, SIGCONT).ok());
-  MESSAGE("broker frozen 4 s: " << answers << " /healthz answers, slowest " << slowest_health.count()
-                                << " ms; oldest standby status update " << oldest_reply << " s");
+  MESSAGE("broker frozen 4 s: " << answers << " /healthz answers, slowest "
+                                << slowest_health.count() << " ms; oldest standby status update "
+                                << oldest_reply << " s");
   CHECK(slowest_health < 1000ms);
   CHECK(oldest_reply < 1.0);
   CHECK(confirmed_frozen < second);  // nothing of it is confirmed before Kafka committed it
@@ -90,9 +91,9 @@ TEST_CASE("exactly once: an abort waiting on a frozen broker: POST /restart with
   // A short queue keeps the relay inside the transaction for seconds: it moves on only as
   // Kafka acknowledges.
   auto relay = fx.StartRelay(fx.WriteConfig(slot, {{"exactly.once.support", "required"},
-                                                  {"offsets.storage.topic", "walrelay-offsets"},
-                                                  {"offsets.storage.replication.factor", "1"},
-                                                  {"max.queue.size", "200"}}));
+                                                   {"offsets.storage.topic", "walrelay-offsets"},
+                                                   {"offsets.storage.replication.factor", "1"},
+                                                   {"max.queue.size", "200"}}));
   const int port = RestPort(fx);
   fx.Exec(InsertEventsInOneStatement(rows));
   const Lsn end = fx.CurrentWal();
@@ -101,16 +102,15 @@ TEST_CASE("exactly once: an abort waiting on a frozen broker: POST /restart with
   double relayed = 0;
   while (Clock::now() < deadline && relayed < 2000) {
     const Reply metrics = Http(port, "GET", "/metrics", {}, 3000ms);
-    relayed = Metric(metrics.body, "walrelay_source_records_total{table=\"public.outbox\"}")
-                  .value_or(0);
+    relayed =
+        Metric(metrics.body, "walrelay_source_records_total{table=\"public.outbox\"}").value_or(0);
     std::this_thread::sleep_for(20ms);
   }
   REQUIRE_MESSAGE(relayed >= 2000, Log(fx));
   REQUIRE(fx.broker().Kill(1, SIGSTOP).ok());
-  const double at_freeze =
-      Metric(Http(port, "GET", "/metrics", {}, 3000ms).body,
-             "walrelay_source_records_total{table=\"public.outbox\"}")
-          .value_or(0);
+  const double at_freeze = Metric(Http(port, "GET", "/metrics", {}, 3000ms).body,
+                                  "walrelay_source_records_total{table=\"public.outbox\"}")
+                               .value_or(0);
   REQUIRE_MESSAGE(at_freeze < rows, "the transaction was relayed before the freeze");
 
   auto asked = Clock::now();
@@ -127,11 +127,10 @@ TEST_CASE("exactly once: an abort waiting on a frozen broker: POST /restart with
     std::this_thread::sleep_for(100ms);
   }
   REQUIRE(fx.broker().Kill(1, SIGCONT).ok());
-  MESSAGE("broker frozen 4 s after " << at_freeze << " rows of a " << rows
-                                     << "-row source transaction: POST /restart "
-                                        << restarted.status << " after " << restart_took.count()
-                                        << " ms; " << answers << " /healthz answers, slowest "
-                                        << slowest_health.count() << " ms");
+  MESSAGE("broker frozen 4 s after "
+          << at_freeze << " rows of a " << rows << "-row source transaction: POST /restart "
+          << restarted.status << " after " << restart_took.count() << " ms; " << answers
+          << " /healthz answers, slowest " << slowest_health.count() << " ms");
   CHECK(restarted.status == 204);
   CHECK(restart_took < 2000ms);
   CHECK(slowest_health < 1000ms);

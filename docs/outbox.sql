@@ -15,6 +15,12 @@ CREATE TABLE IF NOT EXISTS public.outbox (
 -- the table small. NOT with source.mode=polling: a poll never sees a row deleted before it, so
 -- every such event is lost there; the polling relay deletes the rows itself (docs/polling.md).
 --
+-- With pgoutput, a publication that publishes only inserts keeps those deletes (and any update)
+-- in PostgreSQL: the walsender never decodes them for the relay. Create it so by hand, as the
+-- table's owner (with publication.autocreate.mode=disabled or filtered):
+--   CREATE PUBLICATION dbz_publication FOR TABLE public.outbox WITH (publish = 'insert');
+-- or let walrelay create it so, as Debezium 3.6 does: skipped.operations=u,d,t.
+--
 -- The relay's database user needs the REPLICATION attribute and must be able to read the
 -- catalog; on managed services grant the provider's replication role instead:
 --   ALTER ROLE walrelay WITH REPLICATION;

@@ -73,6 +73,7 @@ int ValidateSlot(const RelaySettings& settings) {
                              publication.action + "; publication.autocreate.mode=" +
                              PublicationModeName(settings.publication_mode) + ")");
     Line("  tables:", tables.empty() ? "none" : tables);
+    Line("  operations:", publication.publishes.ToString());
     if (!checked.ok()) return Problem(checked);
   }
 

@@ -33,7 +33,6 @@ constexpr const char* kAcceptedWithoutEffect[] = {
     "schema.include.list",
     "include.schema.changes",
     "database.server.name",
-    "skipped.operations",
     "lsn.flush.mode",
     "slot.max.retries",
     "errors.log.enable",
@@ -735,6 +734,15 @@ Result<RelaySettings> ParseRelaySettings(const ConnectorConfig& config) {
   auto tombstones = p.GetBool("tombstones.on.delete", true);
   if (!tombstones.ok()) return tombstones.status();
   s.tombstones_on_delete = *tombstones;
+  auto skipped = ParseSkippedOperations(p);
+  if (!skipped.ok()) return skipped.status();
+  s.skipped_operations = *skipped;
+  // A polled row is an insert: skipped, it would be marked (deleted) without being relayed.
+  if (s.source_mode == SourceMode::kPolling && s.skipped_operations.Skips('c')) {
+    return Status::Config("'skipped.operations' skips inserts (c), but 'source.mode'=polling "
+                          "relays the table's inserted rows and marks them once relayed: every "
+                          "event would be marked and none relayed; remove c");
+  }
   // A converter that writes Connect schemas (convert/converters.h) makes Debezium's
   // handling-mode defaults apply, since a schema must describe Debezium's values.
   auto converters = Converters::Build(p);

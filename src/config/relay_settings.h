@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "config/connector_config.h"
+#include "config/skipped_operations.h"
 #include "delivery/transaction_boundary.h"
 #include "transform/column_modes.h"
 
@@ -176,6 +177,9 @@ struct RelaySettings {
   // record with the delete's key after each delete; the handling modes render column values.
   bool tombstones_on_delete = true;
   ColumnModes column_modes;
+  // skipped.operations: row operations not relayed; when given, a publication walrelay
+  // creates publishes only the others (config/skipped_operations.h).
+  SkippedOperations skipped_operations;
 
   ExactlyOnceSettings exactly_once;
   OffsetStorageSettings offsets;

@@ -214,6 +214,11 @@ const RecordPipeline::SourceTable& RecordPipeline::LookupTable(std::string_view 
 Status RecordPipeline::HandleChange(const RowChange& change) {
   const SourceTable& source = LookupTable(change.schema, change.table);
   if (!source.included) return Status::Ok();
+  // skipped.operations: as in Debezium, not emitted at all (truncates by default).
+  if (settings_.skipped_operations.Skips(static_cast<char>(change.op))) {
+    ++counters_.source_changes_skipped;
+    return Status::Ok();
+  }
   ++*source.read_counter;
   Status relayed = Relay(MakeSourceRecord(change, source_context_, source_topic_and_key_), [&] {
     // The dead letter carries the row as the change event it came in as.

@@ -1,5 +1,7 @@
 #include "pg/publication.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 
 namespace walrelay {
@@ -11,16 +13,20 @@ struct PublicationState {
   bool exists = false;
   bool all_tables = false;
   std::vector<std::string> tables;
+  PublishedOperations publishes;
 };
 
 Result<PublicationState> ReadPublication(ReplicationConnection& conn, const std::string& name) {
   PublicationState state;
-  auto pub = conn.Query("SELECT puballtables FROM pg_catalog.pg_publication WHERE pubname = " +
+  auto pub = conn.Query("SELECT puballtables, pubinsert, pubupdate, pubdelete, pubtruncate FROM "
+                        "pg_catalog.pg_publication WHERE pubname = " +
                         conn.QuoteLiteral(name));
   if (!pub.ok()) return pub.status();
   if (PQntuples(pub->get()) == 0) return state;
   state.exists = true;
-  state.all_tables = PQgetvalue(pub->get(), 0, 0)[0] == 't';
+  auto flag = [&](int column) { return PQgetvalue(pub->get(), 0, column)[0] == 't'; };
+  state.all_tables = flag(0);
+  state.publishes = {flag(1), flag(2), flag(3), flag(4)};
   auto tables = conn.Query(
       "SELECT schemaname || '.' || tablename FROM pg_catalog.pg_publication_tables WHERE "
       "pubname = " +
@@ -44,6 +50,12 @@ Result<std::vector<std::string>> IncludedTables(ReplicationConnection& conn,
     if (settings.IncludesTable(t)) tables.push_back(std::move(t));
   }
   return tables;
+}
+
+// The operations a publication scoped by skipped.operations publishes.
+PublishedOperations Scoped(const SkippedOperations& skipped) {
+  return {skipped.Publishes('c'), skipped.Publishes('u'), skipped.Publishes('d'),
+          skipped.Publishes('t')};
 }
 
 std::string QuotedTableList(ReplicationConnection& conn, const std::vector<std::string>& tables) {
@@ -81,6 +93,33 @@ Status Change(ReplicationConnection& conn, const RelaySettings& settings, const 
 
 }  // namespace
 
+bool PublishedOperations::Carries(char op) const {
+  switch (op) {
+    case 'c': return insert;
+    case 'u': return update;
+    case 'd': return remove;
+    case 't': return truncate;
+    default: return true;
+  }
+}
+
+std::string PublishedOperations::ToString() const {
+  std::string out;
+  for (const auto& [on, name] : {std::pair{insert, "insert"}, std::pair{update, "update"},
+                                 std::pair{remove, "delete"}, std::pair{truncate, "truncate"}})
+    if (on) out += (out.empty() ? "" : ", ") + std::string(name);
+  return out.empty() ? "nothing" : out;
+}
+
+std::optional<std::string> PublishChange(const SkippedOperations& skipped,
+                                         const PublishedOperations& current) {
+  const std::optional<std::string> wanted = skipped.PublishOption();
+  if (!wanted) return std::nullopt;  // unset or none: the publication is left as it is
+  for (char op : {'c', 'u', 'd', 't'})
+    if (current.Carries(op) != skipped.Publishes(op)) return wanted;
+  return std::nullopt;
+}
+
 const char* PublicationModeName(PublicationMode mode) {
   switch (mode) {
     case PublicationMode::kAllTables: return "all_tables";
@@ -101,7 +140,10 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
   report.existed = state->exists;
   report.all_tables = state->all_tables;
   report.tables = state->tables;
+  report.publishes = state->publishes;
   report.action = "used as it is";
+  const std::optional<std::string> publish = settings.skipped_operations.PublishOption();
+  const std::string with_publish = publish ? " WITH (publish = '" + *publish + "')" : "";
 
   std::vector<std::string> wanted;  // filtered mode: the tables it should publish
   if (settings.publication_mode == PublicationMode::kFiltered) {
@@ -148,6 +190,11 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
         remedy = "grant CREATE on the database, or create the publication by hand";
         break;
     }
+    sql += with_publish;
+    if (publish) {
+      what += " publishing " + (publish->empty() ? "nothing" : *publish);
+      report.publishes = Scoped(settings.skipped_operations);
+    }
     report.action = apply ? "created" : "`run` creates it";
     if (apply) WALRELAY_RETURN_IF_ERROR(Change(conn, settings, sql, what, remedy));
   } else if (settings.publication_mode == PublicationMode::kFiltered && !state->all_tables &&
@@ -166,11 +213,40 @@ Status EnsurePublication(ReplicationConnection& conn, const RelaySettings& setti
           "hand (publication.autocreate.mode=disabled)"));
     }
   }
+  // filtered mode keeps an existing publication's operations in step with
+  // skipped.operations too (Debezium 3.6 only sets them when it creates one or changes its
+  // tables); the other modes use an existing publication as it is.
+  if (state->exists && settings.publication_mode == PublicationMode::kFiltered) {
+    if (auto change = PublishChange(settings.skipped_operations, state->publishes)) {
+      const std::string what =
+          "set the operations " + label + " publishes to '" + *change + "' (skipped.operations)";
+      const std::string was = "was: " + state->publishes.ToString();
+      report.action = (report.action == "used as it is" ? std::string() : report.action + "; ") +
+                      (apply ? "its operations set to '" + *change + "' (" + was + ")"
+                             : "`run` sets its operations to '" + *change + "' (" + was + ")");
+      report.publishes = Scoped(settings.skipped_operations);
+      if (apply) {
+        WALRELAY_RETURN_IF_ERROR(
+            Change(conn, settings,
+                   "ALTER PUBLICATION " + quoted + " SET (publish = '" + *change + "')", what,
+                   "make the user the owner of the publication, or set them by hand "
+                   "(publication.autocreate.mode=disabled)"));
+      }
+    }
+  } else if (state->exists && PublishChange(settings.skipped_operations, state->publishes)) {
+    // Correct either way (the relay skips those changes), only wasteful: say how to scope it.
+    spdlog::warn("{} publishes {}, and skipped.operations asks for '{}'; walrelay skips the "
+                 "others, but they still leave PostgreSQL: ALTER PUBLICATION {} SET (publish = "
+                 "'{}') keeps them there (publication.autocreate.mode={} leaves it as it is)",
+                 label, state->publishes.ToString(), *publish, quoted, *publish,
+                 PublicationModeName(settings.publication_mode));
+  }
   if (apply && report.action != "used as it is") {
     auto after = ReadPublication(conn, name);
     if (!after.ok()) return after.status();
     report.all_tables = after->all_tables;
     report.tables = after->tables;
+    report.publishes = after->publishes;
   }
 
   if (report.all_tables) return Status::Ok();

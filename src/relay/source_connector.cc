@@ -163,12 +163,13 @@ Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
     PublicationReport publication;
     WALRELAY_RETURN_IF_ERROR(EnsurePublication(*conn, settings_, /*apply=*/true, publication));
     if (publication.action != "used as it is") {
-      spdlog::info("publication '{}' {} (publication.autocreate.mode={}); it publishes {}",
-                   settings_.publication_name, publication.action,
-                   PublicationModeName(settings_.publication_mode),
-                   publication.all_tables
-                       ? std::string("all tables")
-                       : std::to_string(publication.tables.size()) + " table(s)");
+      spdlog::info(
+          "publication '{}' {} (publication.autocreate.mode={}); it publishes {}",
+          settings_.publication_name, publication.action,
+          PublicationModeName(settings_.publication_mode),
+          (publication.all_tables ? std::string("all tables")
+                                  : std::to_string(publication.tables.size()) + " table(s)") +
+              " (" + publication.publishes.ToString() + ")");
     }
   }
 

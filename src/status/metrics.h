@@ -32,6 +32,8 @@ struct RelayCounters {
   // exactly.once.support: changes of a split source transaction that a replay skipped, as a
   // committed Kafka transaction holds their records already
   uint64_t source_changes_held_in_kafka = 0;
+  // Row changes of included tables not relayed because skipped.operations names their operation
+  uint64_t source_changes_skipped = 0;
   // At least once: source positions written to offsets.storage.topic, "written" or "failed"
   std::map<std::string, uint64_t> offset_writes;
   // source.mode=polling: reads of the outbox table, the rows they returned, their time

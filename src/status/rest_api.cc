@@ -267,6 +267,10 @@ HttpResponse RestApi::Metrics() const {
   m.PerLabel("walrelay_source_records_total", "counter",
              "Row changes read from the slot for included tables.", "table", c.source_records,
              settings.PlainIncludedTables());
+  m.Single("walrelay_source_changes_skipped_total", "counter",
+           "Row changes of included tables not relayed: skipped.operations names their "
+           "operation (truncates by default).",
+           c.source_changes_skipped);
   m.PerLabel("walrelay_logical_messages_total", "counter",
              "pg_logical_emit_message() records read from the slot, by outcome: relayed, "
              "filtered (prefix not included) or non_transactional (refused).",

@@ -552,3 +552,19 @@ TEST_CASE("several hosts: libpq's multi-host form, the first primary taken by de
                   refused.status().message());
   }
 }
+
+TEST_CASE("skipped.operations: read with the config; inserts skipped under source.mode=polling "
+          "are refused, since every polled row would be marked without being relayed") {
+  auto s = Settings(Minimal(R"(,"skipped.operations":"u,d")"));
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  CHECK(s->skipped_operations.set);
+  CHECK(s->skipped_operations.Skips('u'));
+  CHECK_FALSE(s->skipped_operations.Skips('t'));
+  CHECK(Settings(Minimal(R"(,"skipped.operations":"z")")).status().code() == ErrorCode::kConfig);
+
+  auto polled = Settings(Minimal(R"(,"source.mode":"polling","skipped.operations":"c,d")"));
+  REQUIRE_FALSE(polled.ok());
+  CHECK(polled.status().message().find("skipped.operations") != std::string::npos);
+  CHECK(polled.status().message().find("polling") != std::string::npos);
+  CHECK(Settings(Minimal(R"(,"source.mode":"polling","skipped.operations":"u,d,t")")).ok());
+}

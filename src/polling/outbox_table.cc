@@ -291,12 +291,28 @@ Status OutboxTable::Describe() {
 Result<bool> OutboxTable::TryTakeLease() {
   // With the lock, the session that took it: a pooler in transaction mode may run the next
   // statement in another server session, which then polls without holding anything.
-  auto res = Query(std::string("SELECT pg_try_advisory_lock(") + kLeaseClass +
-                       ", hashtext($1)), pg_backend_pid()",
+  // First, whether this server session holds the lock already: this connection never took
+  // it, so another client of a pooler did, in the session the pooler now lends this one, and
+  // the lock (which a session may take again) would let both poll.
+  auto res = Query(std::string("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_locks WHERE locktype "
+                               "= 'advisory' AND pid = pg_backend_pid() AND classid = ") +
+                       kLeaseClass +
+                       "::bigint::oid AND objid = hashtext($1)::oid AND objsubid = 2 AND "
+                       "granted), pg_try_advisory_lock(" +
+                       kLeaseClass + ", hashtext($1)), pg_backend_pid()",
                    {settings_.polling.schema + "." + settings_.polling.table}, PGRES_TUPLES_OK);
   if (!res.ok()) return res.status();
-  if (std::string(PQgetvalue(res->get(), 0, 0)) != "t") return false;
-  const int session = std::stoi(PQgetvalue(res->get(), 0, 1));
+  const int session = std::stoi(PQgetvalue(res->get(), 0, 2));
+  if (std::string(PQgetvalue(res->get(), 0, 0)) == "t") {
+    return Status::Config(
+        "server session " + std::to_string(session) + " held the lease on " +
+        settings_.polling.schema + "." + settings_.polling.table +
+        " before this relay asked for it: a connection pooler in transaction or statement mode "
+        "lent this relay the server session another relay polls in, and a session-level lock "
+        "cannot keep the two apart. Connect directly, or through a pooler in session mode "
+        "(pgbouncer pool_mode=session)");
+  }
+  if (std::string(PQgetvalue(res->get(), 0, 1)) != "t") return false;
   // And the session of the statement after it: a pooler moving statements between sessions
   // shows in one of the two comparisons, whichever way it hands them out.
   auto next = Query("SELECT pg_backend_pid()", {}, PGRES_TUPLES_OK);

@@ -532,6 +532,36 @@ TEST_CASE("polling: a pooler in transaction mode that moves the relay's statemen
   CHECK(Rows(fx) == 1);  // nothing relayed, nothing marked
 }
 
+TEST_CASE("polling: a pooler in transaction mode that lends a second relay the server session "
+          "the first polls in stops the second; the first goes on") {
+  RelayFixture fx;
+  AddPollingColumns(fx);
+  int port = 0;
+  // One server session for every client: both relays' statements run in it, so the first
+  // relay sees nothing wrong, and the second's lock request would succeed in the session
+  // that already holds the lock.
+  auto bouncer = StartPgBouncer(fx, "transaction", port, "default_pool_size = 1\n");
+  const auto through_pooler = Polling({{"database.port", std::to_string(port)}});
+  auto first = StartPolling(fx, fx.WriteConfig("lent_a", through_pooler));
+  const std::string first_log = fx.log_path();
+  fx.Exec("BEGIN;" + InsertEvent(1) + "COMMIT;");
+  REQUIRE(Eventually([&] { return Rows(fx) == 0; }, 20s));
+
+  auto second = fx.SpawnRelay(fx.WriteConfig("lent_b", through_pooler));
+  auto code = second->Wait(30s);
+  REQUIRE_MESSAGE(code.ok(), "the second relay did not stop: " << Log(fx));
+  CHECK(*code == 2);
+  CHECK_MESSAGE(Log(fx).find("lent this relay the server session another relay polls in") !=
+                    std::string::npos,
+                Log(fx));
+  CHECK(first->Running());
+  fx.Exec("BEGIN;" + InsertEvent(2) + "COMMIT;");
+  auto records = ReadRecords(fx, OutboxTopics(), 2);
+  CHECK(CheckRecords(records).size() == 2);
+  CHECK(records.size() == 2);  // no row published by both
+  CHECK(devtools::ReadFile(first_log).find("polling public.outbox") != std::string::npos);
+}
+
 TEST_CASE("polling.mark=column: rows stay, stamped once acknowledged, and are not relayed again") {
   RelayFixture fx;
   AddPollingColumns(fx);

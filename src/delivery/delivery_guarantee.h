@@ -14,8 +14,12 @@
 // (delivery/offset_writer.h), exactly once commits it with each Kafka transaction. So every
 // process knows whether this connector streamed from the slot before, and up to where.
 //
-// Contract, in the order the relay calls it (all on the loop thread, except StoredPosition,
-// SlotTaken and StreamStarts):
+// Contract, in the order the relay calls it (all on the loop thread, except FinishLastStream,
+// StoredPosition, SlotTaken and StreamStarts):
+// - FinishLastStream(): on the connector's worker thread, first in every connect attempt,
+//   before PostgreSQL is connected: what the last EndStream left waiting for Kafka is done
+//   (exactly once: a commit due or running is committed, an abort completed). An error fails
+//   the attempt; a kConnection one is retried. The default does nothing.
 // - StoredPosition(server, slot_missing): on the connector's worker thread, once the server is
 //   known and before the slot is created or streamed from: the position stored under this
 //   connector's key, whatever server and slot it names (the start decision,
@@ -44,9 +48,11 @@
 //   the pipeline reads as backpressured meanwhile, and Tick moves on once Kafka is done. The
 //   loop never waits for it. The default holds nothing.
 // - EndStream(all_sent) before the next stream starts and when the relay stops: what is open
-//   is committed if it may be, else dropped.
+//   is committed if it may be, else dropped; what waits for Kafka there is left to
+//   FinishLastStream or FinishBeforeExit, as the loop never waits for Kafka.
 // - FinishBeforeExit(): the relay stops (after the last EndStream, with no connect attempt
-//   running): what was left waiting for Kafka (exactly once: an abort) is done now, bounded.
+//   running): what was left waiting for Kafka (exactly once: a commit, an abort) is done now,
+//   bounded.
 // - Confirmable(acknowledged): caps the ledger's confirmable position.
 // - ServerPosition(wal_end): a keepalive's position, as the ledger gets it.
 // - Confirmed(position): the relay confirmed `position` to the slot.
@@ -88,6 +94,7 @@ class DeliveryGuarantee {
   using Clock = std::chrono::steady_clock;
   virtual ~DeliveryGuarantee() = default;
 
+  virtual Status FinishLastStream() { return Status::Ok(); }
   virtual Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                              bool slot_missing) = 0;
   virtual Result<StoredReread> SlotTaken(const SourceIdentity& server) = 0;

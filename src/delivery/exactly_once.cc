@@ -50,9 +50,6 @@ Result<std::optional<SourceOffset>> ExactlyOnce::StoredPosition(const SourceIden
   // Runs while the relay is not streaming: nothing is open (EndStream came first). What
   // librdkafka serves on this worker thread waits for the loop.
   KafkaProducer::DeferCallbacks on_loop_thread;
-  // What the last stream left to abort is aborted before anything is streamed again.
-  WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
-  if (initialised_) WALRELAY_RETURN_IF_ERROR(SettleCommit(/*wait=*/true));
   // Back on the server this process streamed from, still initialised: what it committed
   // itself is the newest position (no other process can have committed since without
   // initialising the same transactional ids, which fences this one's producers and is found
@@ -275,20 +272,38 @@ Status ExactlyOnce::EndStream(bool all_sent) {
 
 Status ExactlyOnce::EndKafkaTransaction(bool all_sent) {
   const bool inside_source = std::exchange(source_open_, false);
+  // A commit the last connect attempt's worker ended failed: the records it aborted are
+  // forgotten here, on the loop, which owns them.
+  if (std::exchange(discard_on_loop_, false)) DiscardRecords();
   // An abort is under way: the next connect attempt's worker completes it (and the commit
   // still running before it), not the loop.
   if (abort_pending_) return Status::Ok();
-  // A due commit holds what its offset record names: it commits, waiting here.
-  if (due_) WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
-  if (!kafka_open_) return SettleCommit(/*wait=*/true);
-  if (!inside_source && last_included_ && all_sent) {
-    // Commit() only makes it due: the next stream replays from what committed, so it must
-    // have committed (or failed) before this stream is over.
-    WALRELAY_RETURN_IF_ERROR(Commit());
-    WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
-    return SettleCommit(/*wait=*/true);
-  }
+  // The next stream replays from what committed, so what this one holds must be committed (or
+  // have failed) before the next starts; the loop does not wait for that. A due commit (its
+  // offset record sent) and the one running end on the next connect attempt's worker
+  // (FinishStreamEnd), before it reads any position, or when the relay stops
+  // (FinishBeforeExit).
+  if (due_ || !kafka_open_) return Status::Ok();
+  if (!inside_source && last_included_ && all_sent) return Commit();
   return Abort("the replication stream ended inside a source transaction");
+}
+
+Status ExactlyOnce::FinishLastStream() {
+  // Runs while the relay is not streaming (EndStream came first); what librdkafka serves on
+  // this worker thread waits for the loop.
+  KafkaProducer::DeferCallbacks on_loop_thread;
+  OnWorker ending(on_worker_);
+  // What the last stream left committing is committed, and what it left to abort is aborted,
+  // before anything is read or streamed again. A commit that fails here is aborted: by this
+  // attempt, or by the next while the coordinator does not answer.
+  Status ended = FinishStreamEnd();
+  WALRELAY_RETURN_IF_ERROR(FinishPendingAbort());
+  return ended;
+}
+
+Status ExactlyOnce::FinishStreamEnd() {
+  if (due_) WALRELAY_RETURN_IF_ERROR(CommitWhenReady(/*wait=*/true));
+  return SettleCommit(/*wait=*/true);
 }
 
 void ExactlyOnce::SlotHeldElsewhere() {
@@ -302,6 +317,9 @@ void ExactlyOnce::SlotHeldElsewhere() {
 
 Status ExactlyOnce::RenewProducers() {
   if (pending_) FinishPendingCommit();
+  // What the old producers hold open is aborted by initialising the ids again: nothing of it
+  // becomes visible, and the pipeline forgets its records (loop thread: EndStream).
+  if (kafka_open_ || due_) DiscardRecords();
   TxnStatus renewed = txn_->Renew();
   initialised_ = false;
   renew_needed_ = false;
@@ -404,7 +422,7 @@ Status ExactlyOnce::CommitWhenReady(bool wait) {
   kafka_open_ = false;
   pending_ = due.commit;
   if (inside) {
-    ++counters_.kafka_transactions["split"];
+    ++counters_.kafka_transactions.split;
     spdlog::info("exactly-once: source transaction {} outgrew its Kafka transaction (open for "
                  "{} ms, transaction.boundary.split.ms): committed what it holds, up to {}; the "
                  "rest follows in the next",
@@ -437,7 +455,7 @@ TxnStatus ExactlyOnce::FinishPendingCommit() {
   }
   if (behind) Committed(*behind);
   committed_in_stream_ = true;
-  ++counters_.kafka_transactions["committed"];
+  ++counters_.kafka_transactions.committed;
   return committed;
 }
 
@@ -448,9 +466,10 @@ void ExactlyOnce::NothingPendingUpTo(Lsn position) {
 
 Status ExactlyOnce::Abort(const std::string& why) {
   // No read_committed consumer sees the records handed to Kafka so far: the pipeline forgets
-  // them before their delivery reports are served.
-  DiscardRecords();
-  ++counters_.kafka_transactions["aborted"];
+  // them before their delivery reports are served; on the worker (a commit the last stream
+  // left failed there) at the next EndStream, on the loop, before anything is streamed again.
+  ForgetSentRecords();
+  ++counters_.kafka_transactions.aborted;
   kafka_open_ = false;
   due_.reset();
   last_included_.reset();
@@ -465,6 +484,11 @@ Status ExactlyOnce::Abort(const std::string& why) {
                "streamed again from LSN {} once the abort completed",
                why, Lsn(committed_.load()).ToString());
   return Status::Ok();
+}
+
+void ExactlyOnce::ForgetSentRecords() {
+  if (on_worker_) discard_on_loop_ = true;
+  else DiscardRecords();
 }
 
 Status ExactlyOnce::FinishPendingAbort() {
@@ -513,8 +537,13 @@ Status ExactlyOnce::FinishBeforeExit() {
   // Left open, the transaction would hold read_committed consumers of its partitions back
   // until the coordinator's timeout (kafka.transaction.timeout.ms).
   KafkaProducer::DeferCallbacks after_exit;
+  if (std::exchange(discard_on_loop_, false)) DiscardRecords();
   if (!initialised_) return Status::Ok();
-  return FinishPendingAbort();
+  // What the last stream left committing commits first, so the slot is confirmed up to it
+  // before the relay exits; failed, it is aborted with the rest.
+  Status ended = FinishStreamEnd();
+  Status aborted = FinishPendingAbort();
+  return ended.ok() ? aborted : ended;
 }
 
 Status ExactlyOnce::Failed(const TxnStatus& failure, const std::string& operation) {
@@ -535,7 +564,7 @@ Status ExactlyOnce::Fenced(const TxnStatus& failure, const std::string& operatio
   // The process that fenced this one aborted what these producers held open: nothing of it
   // becomes visible, and nothing after the last commit is confirmed.
   if (pending_) FinishPendingCommit();
-  DiscardRecords();
+  ForgetSentRecords();
   kafka_open_ = false;
   due_.reset();
   last_included_.reset();

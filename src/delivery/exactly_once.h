@@ -50,7 +50,13 @@
 //   source transaction's end is committed; a replay streams it again from its start and the
 //   pipeline skips the changes Kafka holds (the stored or own position's `inside`).
 // - EndStream commits the open transaction when it holds only whole source transactions, and
-//   aborts it otherwise (a stream that broke inside a source transaction).
+//   aborts it otherwise (a stream that broke inside a source transaction). It does not wait
+//   for that commit: it sends the offset record and leaves the commit due (or running), and
+//   the next connect attempt's worker commits it first, before it connects to PostgreSQL
+//   (FinishLastStream), or the stop does (FinishBeforeExit). Meanwhile the loop goes on
+//   serving REST, delivery reports and timers; nothing of it is confirmable before Kafka
+//   committed it. A commit that fails there is aborted, and the pipeline forgets its records
+//   at the loop's next EndStream (an abort on the worker never touches the pipeline).
 // - Errors: an abortable or timed-out call aborts the transaction and returns kConnection: the
 //   relay reconnects and the source transactions are streamed again from the last commit. The
 //   loop does not wait for an abort: it forgets the transaction's records, and the next connect
@@ -102,6 +108,7 @@ class ExactlyOnce final : public DeliveryGuarantee {
   ExactlyOnce(const RelaySettings& settings, std::unique_ptr<KafkaTransactions> transactions,
               RelayCounters& counters, StoredReader read_stored = {});
 
+  Status FinishLastStream() override;
   Result<std::optional<SourceOffset>> StoredPosition(const SourceIdentity& server,
                                                      bool slot_missing) override;
   Result<StoredReread> SlotTaken(const SourceIdentity& server) override;
@@ -133,8 +140,13 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // What was read from the offsets topic: a position inside a transaction of this server and
   // slot is what Kafka holds of it.
   void AdoptStored(const std::optional<SourceOffset>& stored, const SourceIdentity& server);
-  // Commits or aborts what is open (EndStream without the producers' renewal).
+  // Ends what is open (EndStream without the producers' renewal), without waiting for Kafka:
+  // whole source transactions are left committing (FinishStreamEnd), the rest is aborted.
   Status EndKafkaTransaction(bool all_sent);
+  // Commits what the last stream left due and waits for the commit running; on a connect
+  // attempt's worker (FinishLastStream) or at the stop (FinishBeforeExit). Failed, the
+  // transaction is aborted (FinishPendingAbort completes that).
+  Status FinishStreamEnd();
   // New producers, not initialised (KafkaTransactions::Renew).
   Status RenewProducers();
   // Another process initialised the transactional ids: what was open is dropped, and the
@@ -163,6 +175,9 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // succeeded.
   void NothingPendingUpTo(Lsn position);
   Status Abort(const std::string& why);
+  // The pipeline forgets the records handed to Kafka (DiscardRecords): at once on the loop, at
+  // the loop's next EndStream when on the worker (discard_on_loop_).
+  void ForgetSentRecords();
   // Completes an abort that the loop left to the next connect attempt (or that timed out):
   // the commit still running before it is ended first; kConnection while the coordinator does
   // not answer or the attempt is cancelled, and when the producers turn out fenced (they are
@@ -222,6 +237,19 @@ class ExactlyOnce final : public DeliveryGuarantee {
   // An abort is left to the next connect attempt: set on the loop (or the worker, when one
   // timed out there), cleared on the worker or at the relay's stop.
   bool abort_pending_ = false;
+  // True while a connect attempt's worker ends what the last stream left (FinishLastStream): an
+  // abort there leaves forgetting the records to the loop (discard_on_loop_), their owner.
+  bool on_worker_ = false;
+  struct OnWorker {
+    explicit OnWorker(bool& flag) : flag_(flag) { flag_ = true; }
+    ~OnWorker() { flag_ = false; }
+    OnWorker(const OnWorker&) = delete;
+    OnWorker& operator=(const OnWorker&) = delete;
+    bool& flag_;
+  };
+  // An abort on the worker threw records away: the loop's next EndStream (or the stop)
+  // forgets them in the pipeline. Set on the worker, read on the loop once the attempt ended.
+  bool discard_on_loop_ = false;
   // Read by the loop thread while the connector's worker may set it in StreamStarts.
   std::atomic<uint64_t> committed_{0};
 };

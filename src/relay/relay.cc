@@ -34,6 +34,7 @@ Relay::Relay(RelaySettings settings, boost::asio::io_context& io)
                      [this](int server_version) {
                        return decoder_->StartReplicationOptions(server_version);
                      },
+                     [this] { return pipeline_->guarantee().FinishLastStream(); },
                      [this](const SourceIdentity& server, bool slot_missing) {
                        return pipeline_->guarantee().StoredPosition(server, slot_missing);
                      },
@@ -396,8 +397,11 @@ void Relay::ConfirmWhenCaughtUp() {
 }
 
 void Relay::ArmBoundaryTimer() {
+  // Only while streaming: between streams the guarantee belongs to EndStream and to the connect
+  // attempt's worker (FinishLastStream), and nothing is to be committed on the loop.
+  if (boundary_timer_armed_ || finished_ || state_ != RelayState::kStreaming) return;
   const auto deadline = pipeline_->TickDeadline();
-  if (!deadline || boundary_timer_armed_ || finished_) return;
+  if (!deadline) return;
   boundary_timer_armed_ = true;
   // Not sooner than a few milliseconds: a due transaction may have to wait for the end of its
   // source transaction or for held records, and the timer must not spin meanwhile.
@@ -405,7 +409,7 @@ void Relay::ArmBoundaryTimer() {
       std::max(*deadline, std::chrono::steady_clock::now() + std::chrono::milliseconds(5)));
   boundary_timer_.async_wait([this](const boost::system::error_code& ec) {
     boundary_timer_armed_ = false;
-    if (ec || finished_ || stopping_) return;
+    if (ec || finished_ || stopping_ || state_ != RelayState::kStreaming) return;
     if (Status ticked = pipeline_->Tick(); !ticked.ok()) return OnStreamError(ticked);
     ConfirmWhenCaughtUp();
     ArmBoundaryTimer();

@@ -112,6 +112,7 @@ Result<StartVerdict> SourceConnector::VerdictStands(StartFacts facts,
 
 Result<SourceSession> SourceConnector::Attempt(const ConnectPlan& plan,
                                                const std::atomic<bool>& cancel) {
+  if (hooks_.finish_last_stream) WALRELAY_RETURN_IF_ERROR(hooks_.finish_last_stream());
   auto conn = ReplicationConnection::Connect(settings_, &cancel);
   if (!conn.ok()) return conn.status();
   PreflightReport report;

@@ -114,11 +114,16 @@ class SourceConnector {
   // already); called on the worker thread once the slot is taken. An error fails the attempt.
   using StreamStarts =
       std::function<Status(const SourceIdentity& server, Lsn start, bool own_position_stored)>;
+  // What the last stream left waiting for Kafka is finished (DeliveryGuarantee::
+  // FinishLastStream); called on the worker thread first, before PostgreSQL is connected. An
+  // error fails the attempt.
+  using FinishLastStream = std::function<Status()>;
   struct Hooks {
     StartOptions start_options;
-    StoredPosition stored_position;  // optional
-    SlotTaken slot_taken;            // optional
-    StreamStarts stream_starts;      // optional
+    FinishLastStream finish_last_stream;  // optional
+    StoredPosition stored_position;       // optional
+    SlotTaken slot_taken;                 // optional
+    StreamStarts stream_starts;           // optional
   };
   SourceConnector(const RelaySettings& settings, Hooks hooks, boost::asio::io_context& io);
   ~SourceConnector();

@@ -1,11 +1,13 @@
 // Metrics: the relay's counters and gauges, and their rendering in Prometheus' text exposition
 // format (version 0.0.4) for GET /metrics.
 //
-// RelayCounters lives inside the relay and is only touched from its event-loop thread, like
-// everything the HTTP server reads, so it needs no atomics. PrometheusText writes one family
+// RelayCounters lives inside the relay and is touched from its event-loop thread, like
+// everything the HTTP server reads, so it needs no atomics; the one exception,
+// kafka_transactions, says why it has them. PrometheusText writes one family
 // at a time: a `# HELP` and a `# TYPE` line, then one sample per label set.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -27,8 +29,15 @@ struct RelayCounters {
   uint64_t reconnects = 0;                 // replication connections re-established
   uint64_t queue_full = 0;       // records librdkafka's full queue refused, held and sent again
   uint64_t slots_recreated = 0;  // slot.recreate.when.missing: a vanished slot created again
-  // exactly.once.support: Kafka transactions by outcome, "committed" or "aborted"
-  std::map<std::string, uint64_t> kafka_transactions;
+  // exactly.once.support: Kafka transactions by outcome (split ones are counted as committed
+  // too). Atomic: a commit or an abort that the loop leaves to the next connect attempt ends
+  // on that attempt's worker thread (delivery/exactly_once.h) while GET /metrics reads these.
+  struct KafkaTransactionCounts {
+    std::atomic<uint64_t> committed{0};
+    std::atomic<uint64_t> aborted{0};
+    std::atomic<uint64_t> split{0};
+  };
+  KafkaTransactionCounts kafka_transactions;
   // exactly.once.support: changes of a split source transaction that a replay skipped, as a
   // committed Kafka transaction holds their records already
   uint64_t source_changes_held_in_kafka = 0;

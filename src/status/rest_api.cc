@@ -294,15 +294,17 @@ HttpResponse RestApi::Metrics() const {
            "(slot.recreate.when.missing); rows in between may be missing.",
            c.slots_recreated);
   if (relay_.settings().exactly_once.enabled()) {
+    const std::map<std::string, uint64_t> outcomes{
+        {"committed", c.kafka_transactions.committed.load()},
+        {"aborted", c.kafka_transactions.aborted.load()}};
     m.PerLabel("walrelay_kafka_transactions_total", "counter",
                "Kafka transactions (exactly.once.support) by outcome: committed, or aborted and "
                "replayed.",
-               "outcome", c.kafka_transactions, {"committed", "aborted"});
-    const auto split = c.kafka_transactions.find("split");
+               "outcome", outcomes, {"committed", "aborted"});
     m.Single("walrelay_kafka_transactions_split_total", "counter",
              "Kafka transactions committed inside a source transaction that outgrew one "
              "(transaction.boundary.split.ms); also counted as committed.",
-             split == c.kafka_transactions.end() ? 0 : split->second);
+             c.kafka_transactions.split.load());
     m.Single("walrelay_source_changes_held_in_kafka_total", "counter",
              "Changes of a split source transaction that a replay skipped: a committed Kafka "
              "transaction holds their records.",

@@ -69,9 +69,12 @@ struct Harness {
     REQUIRE(eos->StreamStarts(kServer, slot, /*own_position_stored=*/true).ok());
     pipeline->StreamStarted(StreamStart{kServer, slot, slot, false, std::nullopt});
   }
-  // What the next connect attempt's worker does before anything else: it completes an abort
-  // the last stream left (the loop never waits for one).
-  Status Attempt() { return eos->StoredPosition(kServer, /*slot_missing=*/false).status(); }
+  // What the next connect attempt's worker does before anything else: it completes a commit
+  // or an abort the last stream left (the loop never waits for one), then reads the position.
+  Status Attempt() {
+    WALRELAY_RETURN_IF_ERROR(eos->FinishLastStream());
+    return eos->StoredPosition(kServer, /*slot_missing=*/false).status();
+  }
   Status Begin(uint32_t xid) {
     inside_source = true;
     return pipeline->Handle(testing::BeginMessage(xid));
@@ -141,7 +144,7 @@ TEST_CASE("exactly once: nothing is confirmable before its Kafka transaction com
   h.txn->finished = true;
   REQUIRE(h.pipeline->Tick().ok());
   CHECK(h.txn->commits == 1);
-  CHECK(h.counters.kafka_transactions["committed"] == 1);
+  CHECK(h.counters.kafka_transactions.committed == 1);
   CHECK_FALSE(h.pipeline->TickDeadline().has_value());
   // Committed, but the ledger still waits for the last record's report: the minimum of both.
   CHECK(h.eos->Confirmable(L(900)) == L(300));
@@ -213,6 +216,7 @@ TEST_CASE("exactly once: an idle keepalive between transactions becomes confirma
   h.pipeline->ServerPosition(L(250));
   CHECK(h.pipeline->Confirmable() == L(100));
   REQUIRE(h.pipeline->EndStream().ok());
+  REQUIRE(h.Attempt().ok());  // the next connect attempt's worker commits it
   CHECK(h.txn->commits == 1);
   CHECK_FALSE(h.pipeline->TickDeadline().has_value());
   CHECK(h.pipeline->Confirmable() == L(200));
@@ -249,7 +253,7 @@ TEST_CASE("exactly once: an abortable commit failure aborts, replays, and forget
   REQUIRE(h.Attempt().ok());
   CHECK(h.txn->aborts == 1);
   CHECK_FALSE(h.txn->open);
-  CHECK(h.counters.kafka_transactions["aborted"] == 1);
+  CHECK(h.counters.kafka_transactions.aborted == 1);
   CHECK(h.pipeline->inflight_records() == 0);
   CHECK(h.pipeline->Confirmable() == L(200));
   // The aborted records' delivery reports come later: ignored.
@@ -278,7 +282,7 @@ TEST_CASE("exactly once: the loop never waits for an abort: the next connect att
   CHECK(h.txn->aborts == 0);
   CHECK(h.txn->open);
   CHECK(h.pipeline->inflight_records() == 0);
-  CHECK(h.counters.kafka_transactions["aborted"] == 1);
+  CHECK(h.counters.kafka_transactions.aborted == 1);
   CHECK_FALSE(h.pipeline->TickDeadline().has_value());
   REQUIRE(h.pipeline->Tick().ok());  // a late tick touches nothing
   CHECK(h.txn->aborts == 0);
@@ -374,18 +378,23 @@ TEST_CASE("exactly once: a commit that waits for Kafka holds the stream, not the
   REQUIRE(h.pipeline->Tick().ok());
   CHECK(h.eos->Confirmable(L(900)) == L(400));
 
-  // The end of the stream commits a due transaction, waiting for it there.
+  // The end of the stream does not wait for a due transaction either: the next connect
+  // attempt's worker commits it first, before anything is read or streamed.
   h.txn->flushed = false;
   REQUIRE(h.Transaction(4, L(410), 1, L(500)).ok());
   CHECK(h.eos->Holding());
-  REQUIRE(h.AckAll().ok());
   REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.txn->commit_calls == 3);
+  CHECK(h.eos->Confirmable(L(900)) == L(400));
+  REQUIRE(h.AckAll().ok());
+  REQUIRE(h.Attempt().ok());
   CHECK(h.txn->commits == 4);
   CHECK_FALSE(h.eos->Holding());
   CHECK(h.eos->Confirmable(L(900)) == L(500));
 
-  // So does one that ends with whole source transactions open in Kafka and their records not
-  // yet acknowledged: the next stream replays from what committed, so nothing may stay due
+  // Nor for one that ends with whole source transactions open in Kafka and their records not
+  // yet acknowledged: the offset record goes out, and the commit is due until the worker
+  // commits it. The next stream replays from what committed, so it starts only after that
   // (a due commit started by the next stream's first record would hold the records replayed).
   Harness g(kLongInterval);
   g.Start(L(100));
@@ -393,9 +402,67 @@ TEST_CASE("exactly once: a commit that waits for Kafka holds the stream, not the
   REQUIRE(g.Transaction(1, L(110), 1, L(200)).ok());
   CHECK(g.txn->commit_calls == 0);  // the interval has not passed
   REQUIRE(g.pipeline->EndStream().ok());
+  CHECK(g.txn->offsets.size() == 1);
+  CHECK(g.txn->commit_calls == 0);
+  CHECK(g.eos->Holding());
+  REQUIRE(g.pipeline->Tick().ok());  // a late tick on the loop starts nothing
+  CHECK(g.txn->commit_calls == 0);
+  CHECK(g.eos->StreamStarts(kServer, L(100), true).code() == ErrorCode::kInternal);
+  REQUIRE(g.Attempt().ok());
   CHECK(g.txn->commits == 1);
   CHECK_FALSE(g.eos->Holding());
   CHECK(g.eos->Confirmable(L(900)) == L(200));
+}
+
+TEST_CASE("exactly once: a commit left by the end of a stream that fails on the worker is "
+          "aborted there; the pipeline forgets its records on the loop, and the stop commits "
+          "what is left") {
+  Harness h(kLongInterval);
+  h.Start(L(100));
+  REQUIRE(h.Transaction(1, L(110), 2, L(200)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.pipeline->inflight_records() == 2);
+  // The commit fails abortably on the worker: it aborts there, and the attempt is retried;
+  // the records stay the loop's until its next EndStream forgets them.
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kAbortable, RD_KAFKA_RESP_ERR__STATE));
+  const Status failed = h.Attempt();
+  CHECK(failed.code() == ErrorCode::kConnection);
+  CHECK(h.txn->aborts == 1);
+  CHECK(h.counters.kafka_transactions.aborted == 1);
+  CHECK(h.pipeline->inflight_records() == 2);
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.pipeline->inflight_records() == 0);
+  REQUIRE(h.AckAll().ok());  // late reports of the aborted records are ignored
+  CHECK(h.pipeline->Confirmable() == L(100));
+  REQUIRE(h.Attempt().ok());
+  CHECK(h.txn->aborts == 1);
+
+  // Fenced on the worker: the records are forgotten on the loop too, and the producers are
+  // replaced there.
+  REQUIRE(h.eos->StreamStarts(kServer, L(100), true).ok());
+  h.pipeline->StreamStarted(StreamStart{kServer, L(100), L(100), false, std::nullopt});
+  REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(h.pipeline->EndStream().ok());
+  h.txn->commit_answers.push_back(Error(TxnErrorKind::kFenced, RD_KAFKA_RESP_ERR__FENCED));
+  CHECK(h.Attempt().code() == ErrorCode::kConnection);
+  CHECK(h.pipeline->inflight_records() == 1);
+  REQUIRE(h.pipeline->EndStream().ok());
+  CHECK(h.pipeline->inflight_records() == 0);
+  CHECK(h.txn->renewals == 1);
+  CHECK(h.eos->Confirmable(L(900)) == L(100));
+
+  // A relay that stops commits what the last stream left before it exits, so the slot is
+  // confirmed up to it.
+  Harness s(kLongInterval);
+  s.Start(L(100));
+  REQUIRE(s.Transaction(1, L(110), 1, L(200)).ok());
+  REQUIRE(s.pipeline->EndStream().ok());
+  CHECK(s.txn->commits == 0);
+  REQUIRE(s.AckAll().ok());
+  REQUIRE(s.eos->SlotTaken(kServer).ok());  // FinishBeforeExit acts on initialised producers
+  REQUIRE(s.eos->FinishBeforeExit().ok());
+  CHECK(s.txn->commits == 1);
+  CHECK(s.pipeline->Confirmable() == L(200));
 }
 
 TEST_CASE("exactly once: a failed commit before a due one aborts both; a record arriving while a "
@@ -461,7 +528,9 @@ TEST_CASE("exactly once: the next transaction's records go out while the one bef
   CHECK(h.eos->Confirmable(L(900)) == L(260));
   REQUIRE(h.Commit(3, L(300)).ok());
   CHECK(h.txn->commit_calls == 2);
-  REQUIRE(h.pipeline->EndStream().ok());  // waits for the last commit
+  REQUIRE(h.pipeline->EndStream().ok());  // leaves the last commit running
+  CHECK(h.txn->commits == 1);
+  REQUIRE(h.Attempt().ok());  // the next connect attempt's worker waits for it
   CHECK(h.txn->commits == 2);
   CHECK(h.eos->Confirmable(L(900)) == L(300));
 }
@@ -489,7 +558,7 @@ TEST_CASE("exactly once: a background commit that fails takes the transaction af
   CHECK(h.txn->commit_calls == 1);  // the second never started
   CHECK(h.pipeline->inflight_records() == 0);
   CHECK(h.eos->Confirmable(L(900)) == L(100));
-  CHECK(h.counters.kafka_transactions["committed"] == 0);
+  CHECK(h.counters.kafka_transactions.committed == 0);
   // A transaction aborted while the one before it commits: that one still counts.
   h.Start(L(100));
   h.txn->finished = false;
@@ -575,6 +644,7 @@ TEST_CASE("exactly once: a stream that ends between source transactions commits,
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
   CHECK(h.txn->offsets.empty());          // the interval has not passed
   REQUIRE(h.pipeline->EndStream().ok());  // whole source transactions: committed
+  REQUIRE(h.Attempt().ok());              // by the next connect attempt's worker
   CHECK(h.txn->commits == 1);
   REQUIRE(h.AckAll().ok());
   CHECK(h.pipeline->Confirmable() == L(200));
@@ -670,6 +740,7 @@ TEST_CASE("exactly once: transactions are initialised only once the slot is take
   REQUIRE(h.Transaction(1, L(110), 1, L(200)).ok());
   // A reconnect while it still holds its producers: what it committed, without reading.
   const int reads = h.stored_reads;
+  REQUIRE(h.eos->FinishLastStream().ok());
   auto own = h.eos->StoredPosition(kServer, false);
   REQUIRE(own.ok());
   REQUIRE(own->has_value());
@@ -736,7 +807,7 @@ TEST_CASE("exactly once: a source transaction open longer than transaction.bound
   REQUIRE(h.AckAll().ok());
   REQUIRE(h.eos->Tick(true).ok());  // the split commit ends
   CHECK(h.txn->commits == 1);
-  CHECK(h.counters.kafka_transactions["split"] == 1);
+  CHECK(h.counters.kafka_transactions.split == 1);
   // Nothing of the source transaction is confirmable before its end is committed.
   CHECK(h.pipeline->Confirmable() == L(100));
   // This process answers with what it committed itself: the position inside transaction 7.
@@ -764,6 +835,7 @@ TEST_CASE("exactly once: a source transaction open longer than transaction.bound
   CHECK(after.counters.source_changes_held_in_kafka == 2);
   REQUIRE(after.AckAll().ok());
   REQUIRE(after.pipeline->EndStream().ok());
+  REQUIRE(after.Attempt().ok());
   CHECK(after.txn->commits == 1);
   const SourceOffset whole = after.txn->Offset(0);
   CHECK(whole.lsn_commit == L(300));

@@ -837,6 +837,11 @@ void Schedule::TryConnect() {
     if (why.code() != ErrorCode::kConnection) Stop("connecting failed: " + why.message());
   };
   if (exactly_once()) {
+    // First, before PostgreSQL is connected: what the last stream left committing or aborting
+    // in Kafka ends.
+    Status finished = p.pipeline->guarantee().FinishLastStream();
+    TakeDeferred();
+    if (!finished.ok()) return attempt_fails(finished);
     // Before the slot is taken: a process still holding its initialised producers answers
     // with what it committed; one that does not reads nothing (the slot is present).
     auto stored = p.pipeline->guarantee().StoredPosition(kServer, false);
@@ -900,6 +905,11 @@ void Schedule::Stop(const std::string& why) {
       Note("while stopping: " + served.message());
     }
   }
+  TakeDeferred();
+  // Relay::FinishShutdown: what the last stream left waiting for Kafka ends before the last
+  // status update.
+  if (Status done = p.pipeline->guarantee().FinishBeforeExit(); !done.ok())
+    Note("stopping: " + done.message());
   TakeDeferred();
   if (p.state == Process::State::kStreaming) StatusUpdate();
   ProcessGone(p);
@@ -1225,6 +1235,14 @@ void Schedule::Drain() {
         continue;
       }
       if (!p.in_flight.empty()) continue;
+      // Relay::FinishShutdown: the commit the end of the stream left ends before the last
+      // status update (failed, it is aborted; here the relay streams on, to reach the end).
+      Status finished = p.pipeline->guarantee().FinishBeforeExit();
+      if (auto deferred = TakeDeferred(); deferred && finished.ok()) finished = *deferred;
+      if (!finished.ok()) {
+        React(finished);
+        continue;
+      }
       StatusUpdate();
       CheckPositions();
       ProcessGone(p);
